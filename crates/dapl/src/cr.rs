@@ -1,0 +1,237 @@
+//! Connection Requests (`DAT_CR`): a request that arrived at a service point, to query, accept
+//! or reject. Each is consumed by exactly one accept or reject.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::ep::Endpoint;
+use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::event::ConnectionEventKind;
+use crate::link::PendingRequest;
+use crate::sp::{ServicePoint, SpKind};
+use crate::types::{ConnQual, EpState, IaAddress};
+
+/// What a connection request says about the requester.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrArrivalInfo {
+    /// The requester's IA address.
+    pub remote_addr: IaAddress,
+    /// The requester's port qualifier.
+    pub remote_port_qual: ConnQual,
+    /// The requester's private data.
+    pub private_data: Vec<u8>,
+}
+
+pub(crate) struct CrInner {
+    pub(crate) id: u64,
+    sp: ServicePoint,
+    pending: Mutex<Option<Box<dyn PendingRequest>>>,
+    info: CrArrivalInfo,
+    freed: AtomicBool,
+}
+
+impl CrInner {
+    pub(crate) fn new(id: u64, sp: ServicePoint, pending: Box<dyn PendingRequest>) -> Self {
+        let info = pending.info().clone();
+        CrInner {
+            id,
+            sp,
+            pending: Mutex::new(Some(pending)),
+            info,
+            freed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A Connection Request (`DAT_CR_HANDLE`).
+#[derive(Clone)]
+pub struct ConnectionRequest(pub(crate) Arc<CrInner>);
+
+impl std::fmt::Debug for ConnectionRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConnectionRequest({})", self.0.id)
+    }
+}
+
+/// `DAT_CR_PARAM`.
+#[derive(Debug, Clone)]
+pub struct CrParam {
+    /// Requester's address, port qualifier and private data.
+    pub remote: CrArrivalInfo,
+    /// The service point it arrived at.
+    pub sp: ServicePoint,
+    /// The reserved endpoint (RSP requests only).
+    pub local_ep: Option<Endpoint>,
+}
+
+impl ConnectionRequest {
+    fn object(&self) -> Object {
+        Object::new("cr", self.0.id)
+    }
+
+    fn take(&self, op: &'static str) -> Result<Box<dyn PendingRequest>> {
+        let p = self
+            .0
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match p {
+            Some(p) if !self.0.freed.load(Ordering::Acquire) => Ok(p),
+            _ => err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleCr,
+                op,
+                self.object(),
+                "the connection request was already accepted, rejected or freed",
+            ),
+        }
+    }
+
+    fn consume(&self) {
+        self.0.freed.store(true, Ordering::Release);
+        self.0.sp.0.ia.objects().crs.remove(&self.0.id);
+    }
+
+    /// `dat_cr_query`.
+    pub fn query(&self) -> Result<CrParam> {
+        if self.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleCr,
+                "cr_query",
+                self.object(),
+                "the connection request was consumed",
+            );
+        }
+        let local_ep = match &self.0.sp.0.kind {
+            SpKind::Rsp(ep) => Some(ep.clone()),
+            SpKind::Psp(_) => None,
+        };
+        Ok(CrParam {
+            remote: self.0.info.clone(),
+            sp: self.0.sp.clone(),
+            local_ep,
+        })
+    }
+
+    /// The requester's private data.
+    pub fn private_data(&self) -> &[u8] {
+        &self.0.info.private_data
+    }
+
+    /// Accepts the request on `ep` (`dat_cr_accept`), sending `private_data`. For an RSP request
+    /// `ep` may be `None` (the reserved endpoint is used). ESTABLISHED (or
+    /// ACCEPT_COMPLETION_ERROR, if the requester went away) arrives on the endpoint's connect EVD.
+    pub fn accept(&self, ep: Option<&Endpoint>, private_data: &[u8]) -> Result<()> {
+        const OP: &str = "cr_accept";
+        let ep = match (ep, &self.0.sp.0.kind) {
+            (Some(ep), _) => ep.clone(),
+            (None, SpKind::Rsp(ep)) => ep.clone(),
+            (None, SpKind::Psp(_)) => {
+                return err(
+                    ErrorType::InvalidParameter,
+                    Subtype::InvalidArg2,
+                    OP,
+                    self.object(),
+                    "a PSP request needs an endpoint to accept on",
+                )
+            }
+        };
+        ep.check_handle(OP)?;
+        let ia = &ep.0.ia;
+        if private_data.len() > ia.attr.max_private_data_size {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg4,
+                OP,
+                self.object(),
+                format!(
+                    "{} bytes of private data, at most {}",
+                    private_data.len(),
+                    ia.attr.max_private_data_size
+                ),
+            );
+        }
+        if ep.0.connect_evd.is_none() || ep.0.recv_evd.is_none() || ep.0.request_evd.is_none() {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStateEpUnconfigured,
+                OP,
+                ep.0.object(),
+                "an endpoint needs recv, request and connect EVDs to accept",
+            );
+        }
+        let state = ep.0.state();
+        let reserved_here = matches!(&self.0.sp.0.kind, SpKind::Rsp(r) if *r == ep);
+        let ok = state == EpState::Unconnected
+            || (reserved_here && state == EpState::TentativeConnectionPending);
+        if !ok {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStateEpNotready,
+                OP,
+                ep.0.object(),
+                format!("the endpoint is {state:?}; accept needs an UNCONNECTED one"),
+            );
+        }
+        let pending = self.take(OP)?;
+        self.consume();
+        if reserved_here {
+            let _ = ep.0.set_reserved(None);
+        }
+        let attempt = ep.0.begin_attempt(
+            EpState::PassiveConnectionPending,
+            Some(self.0.info.remote_addr),
+            Some(self.0.sp.0.qual),
+        );
+        if !pending.accept(&ep.0, private_data) {
+            ep.0.attempt_failed(
+                attempt,
+                ConnectionEventKind::AcceptCompletionError,
+                Vec::new(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Rejects the request with `private_data` (`dat_cr_reject`); the requester gets
+    /// PEER_REJECTED carrying it.
+    pub fn reject(&self, private_data: &[u8]) -> Result<()> {
+        const OP: &str = "cr_reject";
+        let pending = self.take(OP)?;
+        if let Some(ia) = Some(&self.0.sp.0.ia) {
+            if private_data.len() > ia.attr.max_private_data_size {
+                *self.0.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(pending);
+                return err(
+                    ErrorType::InvalidParameter,
+                    Subtype::InvalidArg2,
+                    OP,
+                    self.object(),
+                    format!(
+                        "{} bytes of private data, at most {}",
+                        private_data.len(),
+                        ia.attr.max_private_data_size
+                    ),
+                );
+            }
+        }
+        self.consume();
+        if let SpKind::Rsp(ep) = &self.0.sp.0.kind {
+            let mut c = ep.0.lock();
+            if c_state_is_tentative(&c) {
+                set_reserved_state(&mut c);
+            }
+        }
+        pending.reject(private_data);
+        Ok(())
+    }
+}
+
+fn c_state_is_tentative(c: &crate::ep::EpCore) -> bool {
+    c.state_now() == EpState::TentativeConnectionPending
+}
+
+fn set_reserved_state(c: &mut crate::ep::EpCore) {
+    c.set_state(EpState::Reserved);
+}

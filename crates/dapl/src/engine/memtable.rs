@@ -1,0 +1,337 @@
+//! The memory table: STag (LMR/RMR context) -> registered range, protection zone, privileges.
+//!
+//! It is the single place that decides whether local or remote access to registered memory is
+//! allowed. Every local iov segment is resolved here at post time, and every inbound tagged
+//! placement and RDMA read request is checked here before a byte moves: STag valid (index and
+//! key), PZ equal to the endpoint's, rights, and bounds with checked arithmetic.
+//!
+//! An STag is `index << 8 | key`; the 8-bit key changes each time an index is reused, so a
+//! stale STag from a freed region never matches a new one. STag 0 is never issued.
+
+use std::sync::{Arc, RwLock};
+
+use crate::memory::RegionMemory;
+use crate::types::MemPriv;
+
+/// One resolved piece of registered memory: where bytes go or come from.
+#[derive(Clone, Debug)]
+pub struct Seg {
+    /// The memory (kept alive while the DTO that uses it is outstanding).
+    pub region: Arc<RegionMemory>,
+    /// Offset of the first byte inside `region`.
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// What an entry is: an LMR's own registration or an RMR bound to part of one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// An LMR (its context serves as both lmr_context and rmr_context).
+    Lmr,
+    /// A bound RMR (remote access only).
+    Rmr,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    key: u8,
+    kind: EntryKind,
+    region: Arc<RegionMemory>,
+    /// Registered virtual address of `region` byte `region_offset`.
+    base_va: u64,
+    region_offset: usize,
+    len: u64,
+    pz: u64,
+    privs: MemPriv,
+}
+
+/// Why a local segment was refused (mapped to DAT return codes by the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalFault {
+    /// No live LMR with that context.
+    InvalidContext,
+    /// The LMR is in another protection zone.
+    PzMismatch,
+    /// The LMR lacks the needed local privilege.
+    Privileges,
+    /// The segment lies (partly) outside the LMR.
+    OutOfBounds,
+}
+
+/// Why a remote access was refused (mapped to iWARP Terminate codes by the link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteFault {
+    /// No live region with that STag.
+    InvalidStag,
+    /// The region is in another protection zone than the endpoint (STag not associated).
+    PzMismatch,
+    /// The region lacks REMOTE_READ / REMOTE_WRITE.
+    AccessRights,
+    /// Offset and length reach outside the region (or overflow).
+    BaseBounds,
+}
+
+/// The table. One per Interface Adapter.
+#[derive(Default)]
+pub struct MemTable {
+    inner: RwLock<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    slots: Vec<(u8, Option<Entry>)>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+/// The largest index an STag can hold.
+const MAX_INDEX: u32 = (1 << 24) - 1;
+
+impl MemTable {
+    /// Registers `len` bytes of `region` starting at `region_offset`, seen at virtual address
+    /// `base_va`. Returns the STag, or None when the table is full (`max` entries).
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert(
+        &self,
+        kind: EntryKind,
+        region: Arc<RegionMemory>,
+        region_offset: usize,
+        base_va: u64,
+        len: u64,
+        pz: u64,
+        privs: MemPriv,
+        max: usize,
+    ) -> Option<u32> {
+        let mut t = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        if t.live >= max {
+            return None;
+        }
+        let index = match t.free.pop() {
+            Some(i) => i,
+            None => {
+                // Index 0 is skipped so that no STag is 0.
+                if t.slots.is_empty() {
+                    t.slots.push((0, None));
+                }
+                let i = t.slots.len() as u32;
+                if i > MAX_INDEX {
+                    return None;
+                }
+                t.slots.push((0, None));
+                i
+            }
+        };
+        let slot = &mut t.slots[index as usize];
+        slot.0 = slot.0.wrapping_add(1);
+        let key = slot.0;
+        slot.1 = Some(Entry {
+            key,
+            kind,
+            region,
+            base_va,
+            region_offset,
+            len,
+            pz,
+            privs,
+        });
+        t.live += 1;
+        Some(index << 8 | key as u32)
+    }
+
+    /// Removes the entry for `stag`; true if it was there.
+    pub fn remove(&self, stag: u32) -> bool {
+        let mut t = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let index = (stag >> 8) as usize;
+        let key = stag as u8;
+        match t.slots.get_mut(index) {
+            Some((_, slot @ Some(_))) if slot.as_ref().is_some_and(|e| e.key == key) => {
+                *slot = None;
+                t.free.push(index as u32);
+                t.live -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Number of live entries.
+    #[allow(dead_code)]
+    pub fn len(&self) -> usize {
+        self.inner.read().unwrap_or_else(|p| p.into_inner()).live
+    }
+
+    /// True when nothing is registered.
+    #[allow(dead_code)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn with_entry<R>(&self, stag: u32, f: impl FnOnce(Option<&Entry>) -> R) -> R {
+        let t = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let index = (stag >> 8) as usize;
+        let e = t
+            .slots
+            .get(index)
+            .and_then(|(_, e)| e.as_ref())
+            .filter(|e| e.key == stag as u8);
+        f(e)
+    }
+
+    /// Resolves a range inside an entry to a segment, checking bounds without overflow.
+    fn slice(e: &Entry, va: u64, len: u64) -> Option<Seg> {
+        let off = va.checked_sub(e.base_va)?;
+        let end = off.checked_add(len)?;
+        if end > e.len {
+            return None;
+        }
+        let offset = e.region_offset.checked_add(usize::try_from(off).ok()?)?;
+        let len = usize::try_from(len).ok()?;
+        Some(Seg {
+            region: e.region.clone(),
+            offset,
+            len,
+        })
+    }
+
+    /// Resolves one local iov segment of an LMR for a DTO on an endpoint or SRQ in `pz` that
+    /// needs `need` (LOCAL_READ for a source, LOCAL_WRITE for a sink).
+    pub fn resolve_local(
+        &self,
+        lmr_context: u32,
+        va: u64,
+        len: u64,
+        pz: u64,
+        need: MemPriv,
+    ) -> Result<Seg, LocalFault> {
+        self.with_entry(lmr_context, |e| {
+            let e = e
+                .filter(|e| e.kind == EntryKind::Lmr)
+                .ok_or(LocalFault::InvalidContext)?;
+            if e.pz != pz {
+                return Err(LocalFault::PzMismatch);
+            }
+            if !e.privs.contains(need) {
+                return Err(LocalFault::Privileges);
+            }
+            Self::slice(e, va, len).ok_or(LocalFault::OutOfBounds)
+        })
+    }
+
+    /// Checks an inbound remote access of `len` bytes at tagged offset `to` under `stag`, for an
+    /// endpoint in `pz`, needing `need` (REMOTE_READ or REMOTE_WRITE).
+    pub fn resolve_remote(
+        &self,
+        stag: u32,
+        to: u64,
+        len: u64,
+        pz: u64,
+        need: MemPriv,
+    ) -> Result<Seg, RemoteFault> {
+        self.with_entry(stag, |e| {
+            let e = e.ok_or(RemoteFault::InvalidStag)?;
+            if e.pz != pz {
+                return Err(RemoteFault::PzMismatch);
+            }
+            if !e.privs.contains(need) {
+                return Err(RemoteFault::AccessRights);
+            }
+            Self::slice(e, to, len).ok_or(RemoteFault::BaseBounds)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table_with_region(privs: MemPriv) -> (MemTable, u32, u64) {
+        let t = MemTable::default();
+        let r = Arc::new(RegionMemory::allocate(4096).unwrap());
+        let va = r.addr();
+        let stag = t
+            .insert(EntryKind::Lmr, r, 0, va, 4096, 7, privs, 16)
+            .unwrap();
+        (t, stag, va)
+    }
+
+    #[test]
+    fn stag_zero_is_never_issued() {
+        let (_t, stag, _) = table_with_region(MemPriv::ALL);
+        assert_ne!(stag, 0);
+        assert_ne!(stag >> 8, 0);
+    }
+
+    #[test]
+    fn remote_access_checks_stag_pz_rights_and_bounds() {
+        let (t, stag, va) = table_with_region(MemPriv::LOCAL_READ | MemPriv::REMOTE_WRITE);
+        assert!(t
+            .resolve_remote(stag, va, 4096, 7, MemPriv::REMOTE_WRITE)
+            .is_ok());
+        assert_eq!(
+            t.resolve_remote(stag ^ 1, va, 1, 7, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::InvalidStag
+        );
+        assert_eq!(
+            t.resolve_remote(stag, va, 1, 8, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::PzMismatch
+        );
+        assert_eq!(
+            t.resolve_remote(stag, va, 1, 7, MemPriv::REMOTE_READ)
+                .unwrap_err(),
+            RemoteFault::AccessRights
+        );
+        assert_eq!(
+            t.resolve_remote(stag, va + 1, 4096, 7, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::BaseBounds
+        );
+        assert_eq!(
+            t.resolve_remote(stag, va - 1, 1, 7, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::BaseBounds
+        );
+        assert_eq!(
+            t.resolve_remote(stag, u64::MAX, 2, 7, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::BaseBounds
+        );
+        assert_eq!(
+            t.resolve_remote(stag, va + 8, u64::MAX, 7, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::BaseBounds
+        );
+    }
+
+    #[test]
+    fn a_reused_index_gets_a_new_key() {
+        let (t, stag, va) = table_with_region(MemPriv::ALL);
+        assert!(t.remove(stag));
+        assert!(!t.remove(stag));
+        let r = Arc::new(RegionMemory::allocate(4096).unwrap());
+        let stag2 = t
+            .insert(EntryKind::Lmr, r, 0, va, 4096, 7, MemPriv::ALL, 16)
+            .unwrap();
+        assert_eq!(stag >> 8, stag2 >> 8);
+        assert_ne!(stag, stag2);
+        assert_eq!(
+            t.resolve_remote(stag, va, 1, 7, MemPriv::REMOTE_READ)
+                .unwrap_err(),
+            RemoteFault::InvalidStag
+        );
+    }
+
+    #[test]
+    fn table_refuses_entries_beyond_its_limit() {
+        let t = MemTable::default();
+        let r = Arc::new(RegionMemory::allocate(64).unwrap());
+        assert!(t
+            .insert(EntryKind::Lmr, r.clone(), 0, 0, 64, 1, MemPriv::ALL, 1)
+            .is_some());
+        assert!(t
+            .insert(EntryKind::Lmr, r, 0, 0, 64, 1, MemPriv::ALL, 1)
+            .is_none());
+    }
+}

@@ -1,0 +1,635 @@
+//! Event Dispatchers (`DAT_EVD`) and Consumer Notification Objects (`DAT_CNO`).
+//!
+//! An EVD is a bounded queue of events sized at create time: enqueueing never allocates. Each
+//! event carries a *signalled* bit: unsignalled events (posted with
+//! `DAT_COMPLETION_UNSIGNALLED_FLAG`, or receives of an EP with `SOLICITED_WAIT` whose matching
+//! send was not solicited) are queued and can be dequeued, but do not wake a waiter or a CNO.
+//! `wait(timeout, threshold)` returns once at least `threshold` events are queued and one of them
+//! is signalled.
+//!
+//! A full EVD drops the event and raises `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
+//!
+//! # Integrating with epoll
+//! [`Evd::wait_fd`] returns an eventfd that is readable exactly while the EVD holds a signalled
+//! event (level triggered). Rule: register it with epoll (`EPOLLIN`); when it is readable,
+//! `dequeue` until it returns `None` (draining clears the fd); then wait again. Nothing needs
+//! re-arming. Until `wait_fd` is first called, no fd exists and enqueueing costs no syscall.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
+use crate::ia::IaInner;
+use crate::types::EvdFlags;
+
+/// Timeout meaning "wait forever" (`DAT_TIMEOUT_INFINITE`).
+pub const TIMEOUT_INFINITE: Option<Duration> = None;
+
+pub(crate) struct EvdState {
+    queue: VecDeque<(Event, bool)>,
+    qlen: usize,
+    signalled: usize,
+    enabled: bool,
+    waitable: bool,
+    waiters: usize,
+    fd_set: bool,
+}
+
+pub(crate) struct EvdInner {
+    pub(crate) id: u64,
+    pub(crate) ia: Weak<IaInner>,
+    pub(crate) flags: EvdFlags,
+    pub(crate) is_async: bool,
+    state: Mutex<EvdState>,
+    cond: Condvar,
+    cno: Mutex<Option<Cno>>,
+    fd: OnceLock<OwnedFd>,
+    pub(crate) users: AtomicU32,
+    pub(crate) freed: AtomicBool,
+}
+
+/// An Event Dispatcher (`DAT_EVD_HANDLE`). Cloning gives another handle to the same EVD.
+#[derive(Clone)]
+pub struct Evd(pub(crate) Arc<EvdInner>);
+
+impl std::fmt::Debug for Evd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Evd({})", self.0.id)
+    }
+}
+
+impl PartialEq for Evd {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+impl Eq for Evd {}
+
+/// `DAT_EVD_PARAM`.
+#[derive(Debug, Clone)]
+pub struct EvdParam {
+    /// Queue length.
+    pub qlen: usize,
+    /// Event streams taken.
+    pub flags: EvdFlags,
+    /// Attached CNO.
+    pub cno: Option<Cno>,
+    /// Whether the EVD is enabled (may trigger its CNO).
+    pub enabled: bool,
+    /// Events queued now.
+    pub count: usize,
+}
+
+impl EvdInner {
+    pub(crate) fn new(
+        id: u64,
+        ia: Weak<IaInner>,
+        qlen: usize,
+        flags: EvdFlags,
+        cno: Option<Cno>,
+        is_async: bool,
+    ) -> Arc<Self> {
+        Arc::new(EvdInner {
+            id,
+            ia,
+            flags,
+            is_async,
+            state: Mutex::new(EvdState {
+                queue: VecDeque::with_capacity(qlen),
+                qlen,
+                signalled: 0,
+                enabled: true,
+                waitable: true,
+                waiters: 0,
+                fd_set: false,
+            }),
+            cond: Condvar::new(),
+            cno: Mutex::new(cno),
+            fd: OnceLock::new(),
+            users: AtomicU32::new(0),
+            freed: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, EvdState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn object(&self) -> Object {
+        Object::new("evd", self.id)
+    }
+
+    /// Queues an event. `signalled` decides whether it wakes waiters and the CNO. Returns false
+    /// (and raises an overflow on the IA's async EVD) if the queue was full.
+    pub(crate) fn push(self: &Arc<Self>, event: Event, signalled: bool) -> bool {
+        let trigger_cno;
+        {
+            let mut s = self.lock();
+            if s.queue.len() >= s.qlen {
+                drop(s);
+                self.overflow();
+                return false;
+            }
+            s.queue.push_back((event, signalled));
+            if signalled {
+                s.signalled += 1;
+                if s.signalled == 1 && s.fd_set {
+                    self.fd_signal(true);
+                }
+            }
+            trigger_cno = signalled && s.enabled;
+            if signalled && s.waiters > 0 {
+                self.cond.notify_all();
+            }
+        }
+        if trigger_cno {
+            let cno = self.cno.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(cno) = cno {
+                cno.trigger(Evd(self.clone()));
+            }
+        }
+        true
+    }
+
+    fn overflow(self: &Arc<Self>) {
+        if self.is_async {
+            return; // nowhere left to report it
+        }
+        if let Some(ia) = self.ia.upgrade() {
+            ia.post_async(AsyncEvent {
+                kind: AsyncKind::EvdOverflow,
+                subject: AsyncSubject::Evd(Evd(self.clone())),
+                reason: 0, // DAT_EVD_OVERFLOW_ERROR
+            });
+        }
+    }
+
+    fn pop(&self, s: &mut EvdState) -> Option<Event> {
+        let (ev, signalled) = s.queue.pop_front()?;
+        if signalled {
+            s.signalled -= 1;
+            if s.signalled == 0 && s.fd_set {
+                self.fd_signal(false);
+            }
+        }
+        Some(ev)
+    }
+
+    fn fd_signal(&self, set: bool) {
+        if let Some(fd) = self.fd.get() {
+            if set {
+                let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+            } else {
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(fd, &mut b);
+            }
+        }
+    }
+
+    /// Drops every queued event (on free), breaking reference cycles through event handles.
+    pub(crate) fn clear(&self) {
+        let mut s = self.lock();
+        s.queue.clear();
+        s.signalled = 0;
+        s.waitable = false;
+        self.cond.notify_all();
+    }
+}
+
+impl Evd {
+    fn check(&self, op: &'static str) -> Result<()> {
+        if self.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::NoSubtype,
+                op,
+                self.0.object(),
+                "the EVD was freed",
+            );
+        }
+        Ok(())
+    }
+
+    /// The EVD's id inside its IA.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Removes and returns the oldest event, or `None` at once if the EVD is empty
+    /// (`dat_evd_dequeue`; `None` is the cheap form of `DAT_QUEUE_EMPTY`).
+    pub fn dequeue(&self) -> Result<Option<Event>> {
+        self.check("evd_dequeue")?;
+        let mut s = self.0.lock();
+        Ok(self.0.pop(&mut s))
+    }
+
+    /// Waits up to `timeout` (`None` = forever) until at least `threshold` events are queued
+    /// and one of them is signalled, then returns the oldest event and how many remain
+    /// (`dat_evd_wait`). `DAT_TIMEOUT_EXPIRED` when the time runs out (also for a zero timeout).
+    pub fn wait(&self, timeout: Option<Duration>, threshold: usize) -> Result<(Event, usize)> {
+        const OP: &str = "evd_wait";
+        self.check(OP)?;
+        let mut s = self.0.lock();
+        if threshold == 0 || threshold > s.qlen {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg3,
+                OP,
+                self.0.object(),
+                format!("threshold {threshold} is not in 1..={}", s.qlen),
+            );
+        }
+        if s.waiters > 0 {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStateEvdWaiter,
+                OP,
+                self.0.object(),
+                "another thread is already waiting",
+            );
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if !s.waitable {
+                return err(
+                    ErrorType::InvalidState,
+                    Subtype::InvalidStateEvdUnwaitable,
+                    OP,
+                    self.0.object(),
+                    "the EVD is unwaitable",
+                );
+            }
+            if s.queue.len() >= threshold && s.signalled > 0 {
+                let ev = self.0.pop(&mut s).expect("queue is not empty");
+                return Ok((ev, s.queue.len()));
+            }
+            let wait_for = match deadline {
+                None => Duration::from_secs(3600),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return err(
+                            ErrorType::TimeoutExpired,
+                            Subtype::NoSubtype,
+                            OP,
+                            self.0.object(),
+                            "no event in time",
+                        );
+                    }
+                    d - now
+                }
+            };
+            s.waiters += 1;
+            let (g, _) = self
+                .0
+                .cond
+                .wait_timeout(s, wait_for)
+                .unwrap_or_else(|p| p.into_inner());
+            s = g;
+            s.waiters -= 1;
+            if self.0.freed.load(Ordering::Acquire) {
+                return err(
+                    ErrorType::InvalidHandle,
+                    Subtype::NoSubtype,
+                    OP,
+                    self.0.object(),
+                    "the EVD was freed while waiting",
+                );
+            }
+        }
+    }
+
+    /// Posts a software event carrying `value` (`dat_evd_post_se`). `DAT_QUEUE_FULL` if the
+    /// queue is full.
+    pub fn post_se(&self, value: u64) -> Result<()> {
+        const OP: &str = "evd_post_se";
+        self.check(OP)?;
+        if !self.0.flags.contains(EvdFlags::SOFTWARE) {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg1,
+                OP,
+                self.0.object(),
+                "the EVD was not created with DAT_EVD_SOFTWARE_FLAG",
+            );
+        }
+        {
+            let s = self.0.lock();
+            if s.queue.len() >= s.qlen {
+                return err(
+                    ErrorType::QueueFull,
+                    Subtype::NoSubtype,
+                    OP,
+                    self.0.object(),
+                    "the EVD is full",
+                );
+            }
+        }
+        self.0.push(Event::Software(value), true);
+        Ok(())
+    }
+
+    /// Changes the queue length (`dat_evd_resize`). Refused with `DAT_INVALID_STATE` if more
+    /// events are queued than the new length holds.
+    pub fn resize(&self, qlen: usize) -> Result<()> {
+        const OP: &str = "evd_resize";
+        self.check(OP)?;
+        let max = self
+            .0
+            .ia
+            .upgrade()
+            .map(|ia| ia.attr.max_evd_qlen)
+            .unwrap_or(0);
+        if qlen == 0 || qlen > max {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                self.0.object(),
+                format!("queue length {qlen} is not in 1..={max}"),
+            );
+        }
+        let mut s = self.0.lock();
+        if s.queue.len() > qlen {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::NoSubtype,
+                OP,
+                self.0.object(),
+                format!("{} events are queued, more than {qlen}", s.queue.len()),
+            );
+        }
+        s.qlen = qlen;
+        let extra = qlen.saturating_sub(s.queue.capacity());
+        s.queue.reserve(extra);
+        Ok(())
+    }
+
+    /// Lets the EVD trigger its CNO (`dat_evd_enable`).
+    pub fn enable(&self) -> Result<()> {
+        self.check("evd_enable")?;
+        self.0.lock().enabled = true;
+        Ok(())
+    }
+
+    /// Stops the EVD from triggering its CNO (`dat_evd_disable`); events are still queued.
+    pub fn disable(&self) -> Result<()> {
+        self.check("evd_disable")?;
+        self.0.lock().enabled = false;
+        Ok(())
+    }
+
+    /// Makes waits fail at once with `DAT_INVALID_STATE`, waking current waiters
+    /// (`dat_evd_set_unwaitable`).
+    pub fn set_unwaitable(&self) -> Result<()> {
+        self.check("evd_set_unwaitable")?;
+        self.0.lock().waitable = false;
+        self.0.cond.notify_all();
+        Ok(())
+    }
+
+    /// Undoes `set_unwaitable` (`dat_evd_clear_unwaitable`).
+    pub fn clear_unwaitable(&self) -> Result<()> {
+        self.check("evd_clear_unwaitable")?;
+        self.0.lock().waitable = true;
+        Ok(())
+    }
+
+    /// Attaches or detaches a CNO (`dat_evd_modify_cno`).
+    pub fn modify_cno(&self, cno: Option<&Cno>) -> Result<()> {
+        self.check("evd_modify_cno")?;
+        *self.0.cno.lock().unwrap_or_else(|p| p.into_inner()) = cno.cloned();
+        Ok(())
+    }
+
+    /// `dat_evd_query`.
+    pub fn query(&self) -> Result<EvdParam> {
+        self.check("evd_query")?;
+        let s = self.0.lock();
+        Ok(EvdParam {
+            qlen: s.qlen,
+            flags: self.0.flags,
+            cno: self.0.cno.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            enabled: s.enabled,
+            count: s.queue.len(),
+        })
+    }
+
+    /// The epoll-able wait object (see the module docs for the rule). Created on first call.
+    pub fn wait_fd(&self) -> Result<BorrowedFd<'_>> {
+        const OP: &str = "evd_wait_fd";
+        self.check(OP)?;
+        if self.0.fd.get().is_none() {
+            let fd = rustix::event::eventfd(
+                0,
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+            )
+            .or_else(|e| {
+                err(
+                    ErrorType::InsufficientResources,
+                    Subtype::ResourceDevice,
+                    OP,
+                    self.0.object(),
+                    format!("eventfd: {e}"),
+                )
+            })?;
+            let mut s = self.0.lock();
+            if self.0.fd.set(fd).is_ok() {
+                s.fd_set = true;
+                if s.signalled > 0 {
+                    self.0.fd_signal(true);
+                }
+            }
+        }
+        Ok(self.0.fd.get().expect("set above").as_fd())
+    }
+
+    /// Frees the EVD (`dat_evd_free`). Refused with `DAT_INVALID_STATE` while an endpoint,
+    /// service point or SRQ uses it.
+    pub fn free(&self) -> Result<()> {
+        const OP: &str = "evd_free";
+        self.check(OP)?;
+        if self.0.is_async {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStateEvdAsync,
+                OP,
+                self.0.object(),
+                "the IA's async EVD is freed by ia_close",
+            );
+        }
+        let users = self.0.users.load(Ordering::Acquire);
+        if users > 0 {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStateEvdInUse,
+                OP,
+                self.0.object(),
+                format!("{users} objects still use this EVD"),
+            );
+        }
+        self.0.release();
+        Ok(())
+    }
+}
+
+impl EvdInner {
+    /// Marks the EVD freed and drops it from its IA (used by free and by abrupt IA close).
+    pub(crate) fn release(self: &Arc<Self>) {
+        if self.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.clear();
+        if let Some(ia) = self.ia.upgrade() {
+            ia.objects().evds.remove(&self.id);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// CNO
+
+pub(crate) struct CnoInner {
+    pub(crate) id: u64,
+    pub(crate) ia: Weak<IaInner>,
+    triggered: Mutex<VecDeque<Evd>>,
+    cond: Condvar,
+    pub(crate) freed: AtomicBool,
+}
+
+/// A Consumer Notification Object (`DAT_CNO_HANDLE`): one place to wait for any of several EVDs.
+#[derive(Clone)]
+pub struct Cno(pub(crate) Arc<CnoInner>);
+
+impl std::fmt::Debug for Cno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cno({})", self.0.id)
+    }
+}
+
+impl PartialEq for Cno {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+impl Cno {
+    pub(crate) fn new(id: u64, ia: Weak<IaInner>) -> Cno {
+        Cno(Arc::new(CnoInner {
+            id,
+            ia,
+            triggered: Mutex::new(VecDeque::new()),
+            cond: Condvar::new(),
+            freed: AtomicBool::new(false),
+        }))
+    }
+
+    fn trigger(&self, evd: Evd) {
+        let mut t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());
+        if !t.iter().any(|e| *e == evd) {
+            t.push_back(evd);
+        }
+        self.0.cond.notify_all();
+    }
+
+    /// The CNO's id inside its IA.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Waits until an attached, enabled EVD receives a signalled event and returns that EVD
+    /// (`dat_cno_wait`). `DAT_TIMEOUT_EXPIRED` if none did in time.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Evd> {
+        const OP: &str = "cno_wait";
+        let obj = Object::new("cno", self.0.id);
+        if self.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleCno,
+                OP,
+                obj,
+                "the CNO was freed",
+            );
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(evd) = t.pop_front() {
+                return Ok(evd);
+            }
+            let wait_for = match deadline {
+                None => Duration::from_secs(3600),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return err(
+                            ErrorType::TimeoutExpired,
+                            Subtype::NoSubtype,
+                            OP,
+                            obj,
+                            "no EVD triggered in time",
+                        );
+                    }
+                    d - now
+                }
+            };
+            t = self
+                .0
+                .cond
+                .wait_timeout(t, wait_for)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            if self.0.freed.load(Ordering::Acquire) {
+                return err(
+                    ErrorType::InvalidHandle,
+                    Subtype::InvalidHandleCno,
+                    OP,
+                    obj,
+                    "the CNO was freed while waiting",
+                );
+            }
+        }
+    }
+
+    /// Frees the CNO (`dat_cno_free`). Refused while an EVD is attached.
+    pub fn free(&self) -> Result<()> {
+        const OP: &str = "cno_free";
+        let obj = Object::new("cno", self.0.id);
+        if self.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleCno,
+                OP,
+                obj,
+                "the CNO was freed",
+            );
+        }
+        if let Some(ia) = self.0.ia.upgrade() {
+            let users = ia
+                .objects()
+                .evds
+                .values()
+                .filter(|e| {
+                    e.0.cno.lock().unwrap_or_else(|p| p.into_inner()).as_ref() == Some(self)
+                })
+                .count();
+            if users > 0 {
+                return err(
+                    ErrorType::InvalidState,
+                    Subtype::InvalidStateCnoInUse,
+                    OP,
+                    obj,
+                    format!("{users} EVDs are attached to this CNO"),
+                );
+            }
+            ia.objects().cnos.remove(&self.0.id);
+        }
+        self.0.freed.store(true, Ordering::Release);
+        self.0.cond.notify_all();
+        Ok(())
+    }
+}

@@ -1,0 +1,463 @@
+//! The Interface Adapter (`DAT_IA`): opening by name, attributes, the registry of every object
+//! created on it, and close (graceful refuses while objects live; abrupt tears everything down).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::cr::ConnectionRequest;
+use crate::engine::memtable::MemTable;
+use crate::ep::Endpoint;
+use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::evd::{Cno, Evd, EvdInner};
+use crate::event::{AsyncEvent, Event};
+use crate::link::{self, Link};
+use crate::lmr::Lmr;
+use crate::pz::{Pz, PzInner};
+use crate::rmr::Rmr;
+use crate::sp::ServicePoint;
+use crate::srq::Srq;
+use crate::types::{CloseFlags, EvdFlags, IaAddress};
+
+/// Limits of an IA (`DAT_IA_ATTR`): the values the code enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IaAttr {
+    /// Adapter name (the name it was opened with).
+    pub adapter_name: String,
+    /// Vendor name.
+    pub vendor_name: &'static str,
+    /// The IA's address.
+    pub ia_address: IaAddress,
+    /// Most endpoints at once.
+    pub max_eps: usize,
+    /// Most DTOs queued per direction per endpoint (`max_dto_per_ep`).
+    pub max_dto_per_ep: usize,
+    /// Most RDMA reads outstanding per endpoint, inbound and outbound (`max_rdma_read_per_ep`).
+    pub max_rdma_read_per_ep: usize,
+    /// Most EVDs at once.
+    pub max_evds: usize,
+    /// Longest EVD queue.
+    pub max_evd_qlen: usize,
+    /// Most iov segments in one DTO.
+    pub max_iov_segments_per_dto: usize,
+    /// Most LMRs at once.
+    pub max_lmrs: usize,
+    /// Largest LMR in bytes.
+    pub max_lmr_block_size: u64,
+    /// Most PZs at once.
+    pub max_pzs: usize,
+    /// Largest message (send) in bytes.
+    pub max_message_size: u64,
+    /// Largest RDMA read or write in bytes.
+    pub max_rdma_size: u64,
+    /// Most RMRs at once.
+    pub max_rmrs: usize,
+    /// Most SRQs at once.
+    pub max_srqs: usize,
+    /// Longest SRQ.
+    pub max_recv_per_srq: usize,
+    /// Most private data bytes in connect, accept and reject.
+    pub max_private_data_size: usize,
+}
+
+pub(crate) const MAX_IOV: usize = 16;
+
+impl IaAttr {
+    fn defaults(name: &str, addr: IaAddress) -> Self {
+        IaAttr {
+            adapter_name: name.to_string(),
+            vendor_name: "dapl-rs",
+            ia_address: addr,
+            max_eps: 16_384,
+            max_dto_per_ep: 16_384,
+            max_rdma_read_per_ep: 128,
+            max_evds: 16_384,
+            max_evd_qlen: 1 << 20,
+            max_iov_segments_per_dto: MAX_IOV,
+            max_lmrs: 1 << 20,
+            max_lmr_block_size: 1 << 40,
+            max_pzs: 4096,
+            max_message_size: 1 << 31,
+            max_rdma_size: 1 << 31,
+            max_rmrs: 1 << 20,
+            max_srqs: 4096,
+            max_recv_per_srq: 1 << 16,
+            max_private_data_size: 252,
+        }
+    }
+}
+
+/// Provider attributes (`DAT_PROVIDER_ATTR`), the parts this API has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderAttr {
+    /// Provider name.
+    pub provider_name: &'static str,
+    /// Provider version (major, minor).
+    pub provider_version: (u32, u32),
+    /// DAPL API version (2, 0).
+    pub dapl_version: (u32, u32),
+    /// Shared receive queues are supported.
+    pub srq_supported: bool,
+    /// SRQ low watermarks are supported.
+    pub srq_watermarks_supported: bool,
+    /// Which link this IA runs over ("loopback", ...).
+    pub link: &'static str,
+}
+
+#[derive(Default)]
+pub(crate) struct Objects {
+    pub(crate) pzs: HashMap<u64, Pz>,
+    pub(crate) evds: HashMap<u64, Evd>,
+    pub(crate) cnos: HashMap<u64, Cno>,
+    pub(crate) lmrs: HashMap<u64, Lmr>,
+    pub(crate) rmrs: HashMap<u64, Rmr>,
+    pub(crate) eps: HashMap<u64, Endpoint>,
+    pub(crate) srqs: HashMap<u64, Srq>,
+    pub(crate) sps: HashMap<u64, ServicePoint>,
+    pub(crate) crs: HashMap<u64, ConnectionRequest>,
+}
+
+impl Objects {
+    fn live_user_objects(&self) -> usize {
+        // The async EVD belongs to the IA and is not counted.
+        self.pzs.len()
+            + self.evds.values().filter(|e| !e.0.is_async).count()
+            + self.cnos.len()
+            + self.lmrs.len()
+            + self.rmrs.len()
+            + self.eps.len()
+            + self.srqs.len()
+            + self.sps.len()
+            + self.crs.len()
+    }
+}
+
+pub(crate) struct IaInner {
+    pub(crate) id: u64,
+    pub(crate) attr: IaAttr,
+    pub(crate) link: Arc<dyn Link>,
+    pub(crate) memtable: MemTable,
+    next_id: AtomicU64,
+    pub(crate) closed: AtomicBool,
+    objects: Mutex<Objects>,
+    async_evd: Mutex<Option<Evd>>,
+}
+
+impl IaInner {
+    pub(crate) fn objects(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn object(&self) -> Object {
+        Object::new("ia", self.id)
+    }
+
+    /// Queues an asynchronous event on the IA's async EVD.
+    pub(crate) fn post_async(&self, ev: AsyncEvent) {
+        let evd = self
+            .async_evd
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(evd) = evd {
+            evd.0.push(Event::Async(ev), true);
+        }
+    }
+
+    pub(crate) fn check_open(&self, op: &'static str) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleIa,
+                op,
+                self.object(),
+                "the IA is closed",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// An open Interface Adapter (`DAT_IA_HANDLE`). Cloning gives another handle to the same IA.
+#[derive(Clone)]
+pub struct InterfaceAdapter(pub(crate) Arc<IaInner>);
+
+impl std::fmt::Debug for InterfaceAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "InterfaceAdapter({} {})",
+            self.0.id, self.0.attr.adapter_name
+        )
+    }
+}
+
+static NEXT_IA: AtomicU64 = AtomicU64::new(1);
+
+impl InterfaceAdapter {
+    /// Opens an IA by name (`dat_ia_open`) and creates its async EVD with `async_evd_qlen`.
+    ///
+    /// Names select the link:
+    /// - `"loopback"` (address 127.0.0.1) or `"loopback:<ipv4>"`: the in-process loopback
+    ///   link. IAs of one process with the same address share connection qualifiers, like
+    ///   sockets on one IP.
+    ///
+    /// Other names are `DAT_PROVIDER_NOT_FOUND`.
+    pub fn open(name: &str, async_evd_qlen: usize) -> Result<(InterfaceAdapter, Evd)> {
+        const OP: &str = "ia_open";
+        let obj = Object::new("ia", 0);
+        let (link, addr): (Arc<dyn Link>, IaAddress) = match name.split_once(':') {
+            None if name == "loopback" => (
+                link::loopback::link(),
+                SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            ),
+            Some(("loopback", a)) => {
+                let ip: Ipv4Addr = a.parse().or_else(|_| {
+                    err(
+                        ErrorType::InvalidAddress,
+                        Subtype::InvalidAddressMalformed,
+                        OP,
+                        obj,
+                        format!("{a:?} is not an IPv4 address"),
+                    )
+                })?;
+                (link::loopback::link(), SocketAddr::new(IpAddr::V4(ip), 0))
+            }
+            _ => {
+                return err(
+                    ErrorType::ProviderNotFound,
+                    Subtype::NameNotRegistered,
+                    OP,
+                    obj,
+                    format!("no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\")"),
+                )
+            }
+        };
+        let attr = IaAttr::defaults(name, addr);
+        if async_evd_qlen == 0 || async_evd_qlen > attr.max_evd_qlen {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                obj,
+                format!(
+                    "async EVD length {async_evd_qlen} is not in 1..={}",
+                    attr.max_evd_qlen
+                ),
+            );
+        }
+        let inner = Arc::new(IaInner {
+            id: NEXT_IA.fetch_add(1, Ordering::Relaxed),
+            attr,
+            link,
+            memtable: MemTable::default(),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            objects: Mutex::new(Objects::default()),
+            async_evd: Mutex::new(None),
+        });
+        let evd = Evd(EvdInner::new(
+            inner.next_id(),
+            Arc::downgrade(&inner),
+            async_evd_qlen,
+            EvdFlags::ASYNC,
+            None,
+            true,
+        ));
+        inner.objects().evds.insert(evd.0.id, evd.clone());
+        *inner.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = Some(evd.clone());
+        Ok((InterfaceAdapter(inner), evd))
+    }
+
+    /// The IA's process-unique id.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// IA attributes (`dat_ia_query`).
+    pub fn query(&self) -> Result<IaAttr> {
+        self.0.check_open("ia_query")?;
+        Ok(self.0.attr.clone())
+    }
+
+    /// Provider attributes (`dat_ia_query`).
+    pub fn provider_attr(&self) -> Result<ProviderAttr> {
+        self.0.check_open("ia_query")?;
+        Ok(ProviderAttr {
+            provider_name: "dapl-rs",
+            provider_version: (0, 1),
+            dapl_version: (2, 0),
+            srq_supported: true,
+            srq_watermarks_supported: true,
+            link: self.0.link.name(),
+        })
+    }
+
+    /// The IA's async EVD.
+    pub fn async_evd(&self) -> Option<Evd> {
+        self.0
+            .async_evd
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Creates a Protection Zone (`dat_pz_create`).
+    pub fn pz_create(&self) -> Result<Pz> {
+        const OP: &str = "pz_create";
+        self.0.check_open(OP)?;
+        let mut o = self.0.objects();
+        if o.pzs.len() >= self.0.attr.max_pzs {
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceProtectionDomain,
+                OP,
+                self.0.object(),
+                format!("the IA already has {} PZs", o.pzs.len()),
+            );
+        }
+        let pz = Pz(Arc::new(PzInner::new(self.0.next_id(), self.0.clone())));
+        o.pzs.insert(pz.0.id, pz.clone());
+        Ok(pz)
+    }
+
+    /// Creates an Event Dispatcher (`dat_evd_create`) taking the streams in `flags`.
+    pub fn evd_create(&self, qlen: usize, cno: Option<&Cno>, flags: EvdFlags) -> Result<Evd> {
+        const OP: &str = "evd_create";
+        self.0.check_open(OP)?;
+        if qlen == 0 || qlen > self.0.attr.max_evd_qlen {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                self.0.object(),
+                format!(
+                    "queue length {qlen} is not in 1..={}",
+                    self.0.attr.max_evd_qlen
+                ),
+            );
+        }
+        if flags.is_empty() || flags.contains(EvdFlags::ASYNC) {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg4,
+                OP,
+                self.0.object(),
+                "flags must name at least one stream, and only ia_open creates the async EVD",
+            );
+        }
+        if let Some(c) = cno {
+            if c.0.freed.load(Ordering::Acquire) {
+                return err(
+                    ErrorType::InvalidHandle,
+                    Subtype::InvalidHandleCno,
+                    OP,
+                    self.0.object(),
+                    "the CNO was freed",
+                );
+            }
+        }
+        let mut o = self.0.objects();
+        if o.evds.len() >= self.0.attr.max_evds {
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceTevd,
+                OP,
+                self.0.object(),
+                format!("the IA already has {} EVDs", o.evds.len()),
+            );
+        }
+        let evd = Evd(EvdInner::new(
+            self.0.next_id(),
+            Arc::downgrade(&self.0),
+            qlen,
+            flags,
+            cno.cloned(),
+            false,
+        ));
+        o.evds.insert(evd.0.id, evd.clone());
+        Ok(evd)
+    }
+
+    /// Creates a Consumer Notification Object (`dat_cno_create`).
+    pub fn cno_create(&self) -> Result<Cno> {
+        self.0.check_open("cno_create")?;
+        let cno = Cno::new(self.0.next_id(), Arc::downgrade(&self.0));
+        self.0.objects().cnos.insert(cno.0.id, cno.clone());
+        Ok(cno)
+    }
+
+    /// Closes the IA (`dat_ia_close`). Graceful: refused with `DAT_INVALID_STATE` while any
+    /// object created on it is alive. Abrupt: disconnects every endpoint (flushing what is
+    /// outstanding), frees every object, and closes.
+    pub fn close(&self, flags: CloseFlags) -> Result<()> {
+        const OP: &str = "ia_close";
+        self.0.check_open(OP)?;
+        if flags == CloseFlags::Graceful {
+            let live = self.0.objects().live_user_objects();
+            if live > 0 {
+                return err(
+                    ErrorType::InvalidState,
+                    Subtype::InvalidStateIaInUse,
+                    OP,
+                    self.0.object(),
+                    format!("{live} objects are still alive on this IA"),
+                );
+            }
+        } else {
+            self.teardown();
+        }
+        self.0.closed.store(true, Ordering::Release);
+        let evds: Vec<Evd> = self.0.objects().evds.values().cloned().collect();
+        for e in evds {
+            e.0.release();
+        }
+        *self.0.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
+    }
+
+    fn teardown(&self) {
+        // Order: stop new connections, break existing ones, then free leaves first.
+        let sps: Vec<ServicePoint> = self.0.objects().sps.values().cloned().collect();
+        for sp in sps {
+            sp.release();
+        }
+        let crs: Vec<ConnectionRequest> = self.0.objects().crs.values().cloned().collect();
+        for cr in crs {
+            let _ = cr.reject(&[]);
+        }
+        let eps: Vec<Endpoint> = self.0.objects().eps.values().cloned().collect();
+        for ep in &eps {
+            ep.0.abort_for_close();
+        }
+        for ep in eps {
+            ep.0.release();
+        }
+        let rmrs: Vec<Rmr> = self.0.objects().rmrs.values().cloned().collect();
+        for r in rmrs {
+            r.0.release();
+        }
+        let srqs: Vec<Srq> = self.0.objects().srqs.values().cloned().collect();
+        for s in srqs {
+            s.0.release();
+        }
+        let lmrs: Vec<Lmr> = self.0.objects().lmrs.values().cloned().collect();
+        for l in lmrs {
+            l.0.release();
+        }
+        let mut o = self.0.objects();
+        for pz in o.pzs.values() {
+            pz.0.freed.store(true, Ordering::Release);
+        }
+        o.pzs.clear();
+        for c in o.cnos.values() {
+            c.0.freed.store(true, Ordering::Release);
+        }
+        o.cnos.clear();
+    }
+}

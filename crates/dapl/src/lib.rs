@@ -1,0 +1,56 @@
+//! # dapl — the DAT (uDAPL 2.0) object model as a safe Rust API
+//!
+//! Interface Adapters, Protection Zones, memory regions (LMR/RMR), Endpoints, Event
+//! Dispatchers, Shared Receive Queues, Service Points, Connection Requests and CNOs, with the
+//! rules of the DAT 2.0 man pages: return codes (with the numbers of `dat_error.h`), endpoint
+//! states, flush rules, completion flags and ordering.
+//!
+//! Below the DAT layer sits a software RNIC engine (queue pairs and a memory table that checks
+//! every remote access) and, below that, links that carry messages between engines. This crate
+//! has the in-process loopback link; the IA name selects the link (`"loopback"`).
+//!
+//! ```
+//! use dapl::*;
+//! let (ia, _async_evd) = InterfaceAdapter::open("loopback", 16)?;
+//! let pz = ia.pz_create()?;
+//! let lmr = pz.lmr_allocate(4096, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
+//! lmr.write(0, b"hello")?;
+//! assert_eq!(lmr.to_vec(0, 5)?, b"hello");
+//! ia.close(CloseFlags::Abrupt)?;
+//! # Ok::<(), dapl::DatError>(())
+//! ```
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod codes;
+pub mod cr;
+mod engine;
+pub mod ep;
+pub mod error;
+pub mod evd;
+pub mod event;
+pub mod ia;
+mod link;
+pub mod lmr;
+mod memory;
+pub mod pz;
+pub mod rmr;
+pub mod sp;
+pub mod srq;
+pub mod types;
+
+pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};
+pub use ep::{Endpoint, EpAttr, EpParam};
+pub use error::{DatError, ErrorType, Object, Result, Subtype};
+pub use evd::{Cno, Evd, EvdParam};
+pub use event::{
+    AsyncEvent, AsyncKind, AsyncSubject, ConnectionEvent, ConnectionEventKind, CrArrival,
+    DtoCompletion, Event, RmrBindCompletion,
+};
+pub use ia::{IaAttr, InterfaceAdapter, ProviderAttr};
+pub use lmr::{Lmr, LmrParam};
+pub use pz::Pz;
+pub use rmr::{Rmr, RmrParam};
+pub use sp::{PspFlags, ServicePoint, SpParam};
+pub use srq::{Srq, SrqAttr, SrqParam};
+pub use types::*;

@@ -1,0 +1,234 @@
+//! The in-process loopback link: two endpoints of one process (of one IA or of two) connected
+//! through the same engine path a network link uses. A message is delivered by calling the peer
+//! engine's `rx_*` function with the sender's registered memory as the payload, so data moves
+//! with one copy and every check (memory table, IRD, receive buffers) runs exactly as it does
+//! for bytes from a socket.
+//!
+//! Listeners are process-wide, keyed by (IP address, connection qualifier).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use crate::cr::CrArrivalInfo;
+use crate::ep::{EpInner, RxReadFault, RxSend};
+use crate::event::ConnectionEventKind;
+use crate::link::{Connection, Link, OutMsg, PendingRequest, TxOutcome};
+use crate::sp::{ServicePoint, SpInner};
+use crate::types::{ConnQual, DtoStatus, EpState, IaAddress};
+
+pub(crate) struct Loopback {
+    listeners: Mutex<HashMap<(IpAddr, ConnQual), Weak<SpInner>>>,
+    /// Serializes accepts, so the two halves of a connection come up together.
+    cm: Mutex<()>,
+    next_conn: AtomicU64,
+}
+
+fn instance() -> Arc<Loopback> {
+    static LINK: OnceLock<Arc<Loopback>> = OnceLock::new();
+    LINK.get_or_init(|| {
+        Arc::new(Loopback {
+            listeners: Mutex::new(HashMap::new()),
+            cm: Mutex::new(()),
+            next_conn: AtomicU64::new(1),
+        })
+    })
+    .clone()
+}
+
+/// The process's loopback link.
+pub(crate) fn link() -> Arc<dyn Link> {
+    instance()
+}
+
+impl Link for Loopback {
+    fn name(&self) -> &'static str {
+        "loopback"
+    }
+
+    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: &Arc<SpInner>) -> bool {
+        let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (addr.ip(), qual);
+        if l.get(&key)
+            .and_then(Weak::upgrade)
+            .is_some_and(|s| !s.freed.load(Ordering::Acquire))
+        {
+            return false;
+        }
+        l.insert(key, Arc::downgrade(sp));
+        true
+    }
+
+    fn unlisten(&self, addr: IaAddress, qual: ConnQual) {
+        let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+        l.remove(&(addr.ip(), qual));
+    }
+
+    fn connect(&self, ep: &Arc<EpInner>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+        let attempt = ep.current_attempt();
+        let sp = {
+            let l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
+            l.get(&(remote.ip(), qual)).and_then(Weak::upgrade)
+        };
+        let Some(sp) = sp.filter(|s| !s.freed.load(Ordering::Acquire)) else {
+            ep.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
+            return;
+        };
+        let info = CrArrivalInfo {
+            remote_addr: ep.ia.attr.ia_address,
+            remote_port_qual: ep.id,
+            private_data: private_data.to_vec(),
+        };
+        ServicePoint(sp).request_arrived(Box::new(LoopbackRequest {
+            active: Arc::downgrade(ep),
+            attempt,
+            info,
+            link: instance(),
+        }));
+    }
+}
+
+struct LoopbackRequest {
+    active: Weak<EpInner>,
+    attempt: u64,
+    info: CrArrivalInfo,
+    link: Arc<Loopback>,
+}
+
+impl PendingRequest for LoopbackRequest {
+    fn accept(&self, passive: &Arc<EpInner>, private_data: &[u8]) -> bool {
+        let _cm = self.link.cm.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(active) = self.active.upgrade() else {
+            return false;
+        };
+        if !active.attempt_pending(self.attempt, EpState::ActiveConnectionPending) {
+            return false;
+        }
+        let id = self.link.next_conn.fetch_add(1, Ordering::Relaxed);
+        let (a_in, a_out) = active.read_depths();
+        let (p_in, p_out) = passive.read_depths();
+        let to_passive: Arc<dyn Connection> = Arc::new(LoopConn {
+            id,
+            peer: Arc::downgrade(passive),
+            remote: passive.ia.attr.ia_address,
+        });
+        let to_active: Arc<dyn Connection> = Arc::new(LoopConn {
+            id,
+            peer: Arc::downgrade(&active),
+            remote: active.ia.attr.ia_address,
+        });
+        // Each side's ORD is what it wants, capped by what the other side offers as IRD.
+        let a_ord = a_out.min(p_in);
+        let p_ord = p_out.min(a_in);
+        if !active.established(
+            self.attempt,
+            to_passive,
+            p_ord,
+            a_ord,
+            passive.ia.attr.ia_address,
+            private_data.to_vec(),
+        ) {
+            return false;
+        }
+        let p_attempt = passive.current_attempt();
+        if !passive.established(
+            p_attempt,
+            to_active,
+            a_ord,
+            p_ord,
+            active.ia.attr.ia_address,
+            Vec::new(),
+        ) {
+            active.end_connection(ConnectionEventKind::Disconnected, false);
+        }
+        // A Send the active side posted right away may be waiting for the passive side.
+        passive.wake_from_peer();
+        active.wake_from_peer();
+        true
+    }
+
+    fn reject(&self, private_data: &[u8]) {
+        if let Some(active) = self.active.upgrade() {
+            active.attempt_failed(
+                self.attempt,
+                ConnectionEventKind::PeerRejected,
+                private_data.to_vec(),
+            );
+        }
+    }
+
+    fn info(&self) -> &CrArrivalInfo {
+        &self.info
+    }
+}
+
+/// One direction of a loopback connection: delivers to `peer`.
+struct LoopConn {
+    id: u64,
+    peer: Weak<EpInner>,
+    remote: IaAddress,
+}
+
+impl Connection for LoopConn {
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        let Some(peer) = self.peer.upgrade() else {
+            return TxOutcome::Broken;
+        };
+        let refused = |status| {
+            peer.end_connection(ConnectionEventKind::Broken, false);
+            TxOutcome::Failed(status)
+        };
+        match msg {
+            OutMsg::Send { solicited, payload } => match peer.rx_send(solicited, payload) {
+                RxSend::Placed => TxOutcome::Sent,
+                RxSend::NoBuffer => TxOutcome::NotReady,
+                RxSend::TooLong => refused(DtoStatus::RemoteResponder),
+            },
+            OutMsg::Write { stag, to, payload } => match peer.rx_write(stag, to, payload) {
+                Ok(()) => TxOutcome::Sent,
+                Err(_) => refused(DtoStatus::RemoteAccess),
+            },
+            OutMsg::ReadRequest {
+                sink_stag,
+                sink_to,
+                len,
+                src_stag,
+                src_to,
+            } => match peer.rx_read_request(sink_stag, sink_to, len, src_stag, src_to) {
+                Ok(()) => TxOutcome::Sent,
+                Err(RxReadFault::Access(_)) => refused(DtoStatus::RemoteAccess),
+                Err(RxReadFault::IrdExceeded) => refused(DtoStatus::RemoteResponder),
+                Err(RxReadFault::NotConnected) => TxOutcome::Broken,
+            },
+            OutMsg::ReadResponse { payload, .. } => {
+                if peer.rx_read_response(payload) {
+                    TxOutcome::Sent
+                } else {
+                    peer.end_connection(ConnectionEventKind::Broken, false);
+                    TxOutcome::Broken
+                }
+            }
+        }
+    }
+
+    fn wake_peer(&self) {
+        if let Some(p) = self.peer.upgrade() {
+            p.wake_from_peer();
+        }
+    }
+
+    fn close(&self, broken: bool) {
+        if let Some(p) = self.peer.upgrade() {
+            p.peer_closed(self.id, broken);
+        }
+    }
+
+    fn remote_addr(&self) -> IaAddress {
+        self.remote
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+}

@@ -1,0 +1,320 @@
+//! Local Memory Regions (`DAT_LMR`): memory registered with the IA.
+//!
+//! An LMR is either allocated by the library ([`Lmr`] via `Pz::lmr_allocate`, page aligned,
+//! zeroed, freed with the LMR) or lent by the caller (`Pz::lmr_register`, `unsafe`, the caller
+//! promises to keep it valid). Memory that a peer may write is never exposed as a Rust slice:
+//! use [`Lmr::write`] / [`Lmr::read`] to copy in and out.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use crate::engine::memtable::EntryKind;
+use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::memory::RegionMemory;
+use crate::pz::Pz;
+use crate::types::{LmrContext, LmrTriplet, MemPriv, RmrContext, RmrTriplet, VAddr};
+
+pub(crate) struct LmrInner {
+    pub(crate) id: u64,
+    pub(crate) pz: Pz,
+    pub(crate) region: Arc<RegionMemory>,
+    pub(crate) context: u32,
+    pub(crate) privs: MemPriv,
+    /// RMRs bound to this LMR.
+    pub(crate) users: AtomicU32,
+    pub(crate) freed: AtomicBool,
+}
+
+/// A Local Memory Region (`DAT_LMR_HANDLE`).
+#[derive(Clone)]
+pub struct Lmr(pub(crate) Arc<LmrInner>);
+
+impl std::fmt::Debug for Lmr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lmr({} ctx {:#x})", self.0.id, self.0.context)
+    }
+}
+
+/// `DAT_LMR_PARAM`: what `Lmr::query` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LmrParam {
+    /// The registered start address.
+    pub registered_address: VAddr,
+    /// The registered length.
+    pub registered_size: u64,
+    /// Privileges.
+    pub privileges: MemPriv,
+    /// Local key.
+    pub lmr_context: LmrContext,
+    /// Remote key (also valid for RDMA when remote privileges are set).
+    pub rmr_context: RmrContext,
+    /// The PZ id.
+    pub pz_id: u64,
+}
+
+impl Pz {
+    fn lmr_insert(&self, op: &'static str, region: RegionMemory, privs: MemPriv) -> Result<Lmr> {
+        let ia = &self.0.ia;
+        let region = Arc::new(region);
+        let va = region.addr();
+        let len = region.len() as u64;
+        let Some(context) = ia.memtable.insert(
+            EntryKind::Lmr,
+            region.clone(),
+            0,
+            va,
+            len,
+            self.0.id,
+            privs,
+            ia.attr.max_lmrs,
+        ) else {
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceMemoryRegion,
+                op,
+                self.object(),
+                format!("the IA already has {} LMRs", ia.attr.max_lmrs),
+            );
+        };
+        let lmr = Lmr(Arc::new(LmrInner {
+            id: ia.next_id(),
+            pz: self.clone(),
+            region,
+            context,
+            privs,
+            users: AtomicU32::new(0),
+            freed: AtomicBool::new(false),
+        }));
+        self.0.users.fetch_add(1, Ordering::AcqRel);
+        ia.objects().lmrs.insert(lmr.0.id, lmr.clone());
+        Ok(lmr)
+    }
+
+    fn lmr_checks(&self, op: &'static str, len: usize) -> Result<()> {
+        self.check(op)?;
+        self.0.ia.check_open(op)?;
+        if len == 0 {
+            return err(
+                ErrorType::LengthError,
+                Subtype::NoSubtype,
+                op,
+                self.object(),
+                "an LMR cannot be empty",
+            );
+        }
+        if len as u64 > self.0.ia.attr.max_lmr_block_size {
+            return err(
+                ErrorType::LengthError,
+                Subtype::NoSubtype,
+                op,
+                self.object(),
+                format!("{len} bytes is more than max_lmr_block_size"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Allocates `len` bytes of page-aligned, zeroed memory and registers it in this PZ with
+    /// `privs` (`dat_lmr_create` with memory the provider owns). The pages are not touched, so
+    /// large LMRs cost nothing until used.
+    pub fn lmr_allocate(&self, len: usize, privs: MemPriv) -> Result<Lmr> {
+        const OP: &str = "lmr_create";
+        self.lmr_checks(OP, len)?;
+        let Some(region) = RegionMemory::allocate(len) else {
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceMemory,
+                OP,
+                self.object(),
+                format!("cannot allocate {len} bytes"),
+            );
+        };
+        self.lmr_insert(OP, region, privs)
+    }
+
+    /// Registers caller-owned memory (`dat_lmr_create` with `DAT_MEM_TYPE_VIRTUAL`).
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes and stay valid until the LMR is freed
+    /// (or its IA closed) *and* every DTO that used it has completed. While the LMR may be
+    /// written (by a local receive or RDMA read, or by a peer when REMOTE_WRITE is set) the caller
+    /// must not hold Rust references to the memory.
+    #[allow(unsafe_code)] // the one caller-memory entry point; contract above
+    pub unsafe fn lmr_register(&self, ptr: NonNull<u8>, len: usize, privs: MemPriv) -> Result<Lmr> {
+        const OP: &str = "lmr_create";
+        self.lmr_checks(OP, len)?;
+        // SAFETY: the caller's contract above is exactly `RegionMemory::from_raw`'s.
+        let region = unsafe { RegionMemory::from_raw(ptr, len) };
+        self.lmr_insert(OP, region, privs)
+    }
+}
+
+impl Lmr {
+    pub(crate) fn object(&self) -> Object {
+        Object::new("lmr", self.0.id)
+    }
+
+    fn check(&self, op: &'static str) -> Result<()> {
+        if self.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleLmr,
+                op,
+                self.object(),
+                "the LMR was freed",
+            );
+        }
+        Ok(())
+    }
+
+    /// The LMR's id inside its IA.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// Local key (`lmr_context`).
+    pub fn lmr_context(&self) -> LmrContext {
+        self.0.context
+    }
+
+    /// Remote key (`rmr_context`) for the whole LMR.
+    pub fn rmr_context(&self) -> RmrContext {
+        self.0.context
+    }
+
+    /// First registered address.
+    pub fn address(&self) -> VAddr {
+        self.0.region.addr()
+    }
+
+    /// Registered length.
+    pub fn len(&self) -> usize {
+        self.0.region.len()
+    }
+
+    /// Always false (LMRs are never empty).
+    pub fn is_empty(&self) -> bool {
+        self.0.region.is_empty()
+    }
+
+    /// A local iov segment of `len` bytes at `offset` in this LMR (no check here; posts check).
+    pub fn triplet(&self, offset: u64, len: u64) -> LmrTriplet {
+        LmrTriplet::new(self.0.context, self.address().wrapping_add(offset), len)
+    }
+
+    /// The remote buffer description of `len` bytes at `offset` for a peer (whole-LMR key).
+    pub fn rmr_triplet(&self, offset: u64, len: u64) -> RmrTriplet {
+        RmrTriplet::new(self.0.context, self.address().wrapping_add(offset), len)
+    }
+
+    /// Copies `data` into the LMR at `offset`. `DAT_INVALID_PARAMETER` if it does not fit.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        const OP: &str = "lmr_write";
+        self.check(OP)?;
+        if !self.0.region.copy_in(offset, data) {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                self.object(),
+                format!(
+                    "{} bytes at offset {offset} do not fit in {} bytes",
+                    data.len(),
+                    self.len()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies from the LMR at `offset` into `out`. `DAT_INVALID_PARAMETER` if out of range.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        const OP: &str = "lmr_read";
+        self.check(OP)?;
+        if !self.0.region.copy_out(offset, out) {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                self.object(),
+                format!(
+                    "{} bytes at offset {offset} are not inside {} bytes",
+                    out.len(),
+                    self.len()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `offset` into a new vector.
+    pub fn to_vec(&self, offset: usize, len: usize) -> Result<Vec<u8>> {
+        let mut v = vec![0; len];
+        self.read(offset, &mut v)?;
+        Ok(v)
+    }
+
+    /// Sets `len` bytes at `offset` to `byte`.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<()> {
+        const OP: &str = "lmr_fill";
+        self.check(OP)?;
+        if !self.0.region.fill(offset, len, byte) {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                self.object(),
+                format!(
+                    "{len} bytes at offset {offset} are not inside {} bytes",
+                    self.len()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `dat_lmr_query`.
+    pub fn query(&self) -> Result<LmrParam> {
+        self.check("lmr_query")?;
+        Ok(LmrParam {
+            registered_address: self.address(),
+            registered_size: self.len() as u64,
+            privileges: self.0.privs,
+            lmr_context: self.0.context,
+            rmr_context: self.0.context,
+            pz_id: self.0.pz.0.id,
+        })
+    }
+
+    /// Frees the LMR (`dat_lmr_free`); `DAT_INVALID_STATE` while an RMR is bound to it.
+    /// DTOs still outstanding on it keep the memory alive until they complete.
+    pub fn free(&self) -> Result<()> {
+        const OP: &str = "lmr_free";
+        self.check(OP)?;
+        let users = self.0.users.load(Ordering::Acquire);
+        if users > 0 {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStateLmrInUse,
+                OP,
+                self.object(),
+                format!("{users} RMRs are bound to this LMR"),
+            );
+        }
+        self.0.release();
+        Ok(())
+    }
+}
+
+impl LmrInner {
+    pub(crate) fn release(&self) {
+        if self.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ia = &self.pz.0.ia;
+        ia.memtable.remove(self.context);
+        self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
+        ia.objects().lmrs.remove(&self.id);
+    }
+}

@@ -1,0 +1,195 @@
+//! Raw registered memory: the one place in `dapl` (besides nothing else) that touches memory
+//! through pointers.
+//!
+//! Memory a peer may write is never handed out as `&[u8]`/`&mut [u8]`: every access is a
+//! bounds-checked raw copy (`copy_in`, `copy_out`, `copy_to`). All bounds checks use checked
+//! arithmetic and happen here, so no caller can make these functions touch a byte outside the
+//! region, whatever offsets a peer sends.
+#![allow(unsafe_code)]
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+/// Page size used for library-allocated regions.
+pub const PAGE_SIZE: usize = 4096;
+
+/// A block of memory registered with the library: either allocated by it (page aligned, zeroed,
+/// freed on drop) or lent by the caller (never freed here).
+pub struct RegionMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+    owned: Option<Layout>,
+}
+
+// SAFETY: RegionMemory is a pointer and a length to memory that is either owned by this value or
+// guaranteed valid by the caller of `from_raw` for the region's lifetime. All accesses are raw
+// copies; concurrent copies into the same bytes are the RDMA model's documented race (the
+// consumer must not touch memory while a DTO on it is outstanding), and no Rust reference to the
+// memory is ever created, so sharing across threads adds no aliasing.
+unsafe impl Send for RegionMemory {}
+// SAFETY: as for Send: `&RegionMemory` only permits bounds-checked raw copies.
+unsafe impl Sync for RegionMemory {}
+
+impl RegionMemory {
+    /// Allocates `len` zeroed bytes, page aligned. `len` must be > 0. Large allocations are
+    /// served by the kernel lazily (the pages are not touched here).
+    pub fn allocate(len: usize) -> Option<Self> {
+        if len == 0 || len > isize::MAX as usize - PAGE_SIZE {
+            return None;
+        }
+        let layout = Layout::from_size_align(len, PAGE_SIZE).ok()?;
+        // SAFETY: layout has a non-zero size (checked above).
+        let p = unsafe { alloc::alloc_zeroed(layout) };
+        NonNull::new(p).map(|ptr| RegionMemory {
+            ptr,
+            len,
+            owned: Some(layout),
+        })
+    }
+
+    /// Wraps memory the caller owns.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes, and stay valid and not be freed or
+    /// reused until this value (and every clone of the `Arc` holding it) is dropped; the
+    /// caller must not create Rust references to it while the library may write it.
+    pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
+        RegionMemory {
+            ptr,
+            len,
+            owned: None,
+        }
+    }
+
+    /// The address of the first byte (the virtual address DAT reports for the region).
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as usize as u64
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty region (never the case for a registered one).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn range_ok(&self, offset: usize, len: usize) -> bool {
+        offset.checked_add(len).is_some_and(|end| end <= self.len)
+    }
+
+    /// Copies `src` into the region at `offset`. Returns false (and copies nothing) if the
+    /// range does not lie inside the region.
+    pub fn copy_in(&self, offset: usize, src: &[u8]) -> bool {
+        if !self.range_ok(offset, src.len()) {
+            return false;
+        }
+        // SAFETY: offset+len <= self.len (checked), the region is valid for writes (type
+        // invariant), and `src` is a live Rust slice, which cannot overlap region memory since no
+        // reference into the region is ever created.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
+        };
+        true
+    }
+
+    /// Copies from the region at `offset` into `dst`. Returns false (and copies nothing) if the
+    /// range does not lie inside the region.
+    pub fn copy_out(&self, offset: usize, dst: &mut [u8]) -> bool {
+        if !self.range_ok(offset, dst.len()) {
+            return false;
+        }
+        // SAFETY: bounds checked above; region valid for reads; `dst` is a distinct Rust slice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        };
+        true
+    }
+
+    /// Copies `len` bytes from this region at `offset` to `dst` at `dst_offset` (the two may be
+    /// the same region and may overlap). Returns false (and copies nothing) if either range
+    /// is out of bounds.
+    pub fn copy_to(
+        &self,
+        offset: usize,
+        dst: &RegionMemory,
+        dst_offset: usize,
+        len: usize,
+    ) -> bool {
+        if !self.range_ok(offset, len) || !dst.range_ok(dst_offset, len) {
+            return false;
+        }
+        // SAFETY: both ranges are inside their regions (checked); `copy` allows overlap.
+        unsafe {
+            std::ptr::copy(
+                self.ptr.as_ptr().add(offset),
+                dst.ptr.as_ptr().add(dst_offset),
+                len,
+            )
+        };
+        true
+    }
+
+    /// Sets `len` bytes at `offset` to `byte`. Returns false if out of bounds.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> bool {
+        if !self.range_ok(offset, len) {
+            return false;
+        }
+        // SAFETY: bounds checked above; region valid for writes.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), byte, len) };
+        true
+    }
+}
+
+impl Drop for RegionMemory {
+    fn drop(&mut self) {
+        if let Some(layout) = self.owned {
+            // SAFETY: ptr was returned by `alloc_zeroed(layout)` and is freed exactly once.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+impl std::fmt::Debug for RegionMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RegionMemory({:#x}+{})", self.addr(), self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_is_page_aligned_and_zeroed() {
+        let r = RegionMemory::allocate(10_000).unwrap();
+        assert_eq!(r.addr() % PAGE_SIZE as u64, 0);
+        let mut out = vec![0xffu8; 10_000];
+        assert!(r.copy_out(0, &mut out));
+        assert!(out.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn copies_out_of_bounds_are_refused_without_overflow() {
+        let r = RegionMemory::allocate(64).unwrap();
+        assert!(!r.copy_in(60, &[1; 8]));
+        assert!(!r.copy_in(usize::MAX, &[1]));
+        let mut b = [0u8; 4];
+        assert!(!r.copy_out(usize::MAX - 1, &mut b));
+        assert!(!r.copy_to(0, &r, usize::MAX, 2));
+        assert!(r.copy_in(56, &[7; 8]));
+        assert!(r.copy_out(60, &mut b));
+        assert_eq!(b, [7; 4]);
+    }
+
+    #[test]
+    fn zero_length_allocation_is_refused() {
+        assert!(RegionMemory::allocate(0).is_none());
+    }
+}

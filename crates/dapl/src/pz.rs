@@ -1,0 +1,90 @@
+//! Protection Zones (`DAT_PZ`): the scope inside which endpoints, SRQs and memory may meet.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::ia::{IaInner, InterfaceAdapter};
+
+pub(crate) struct PzInner {
+    pub(crate) id: u64,
+    pub(crate) ia: Arc<IaInner>,
+    pub(crate) users: AtomicU32,
+    pub(crate) freed: AtomicBool,
+}
+
+impl PzInner {
+    pub(crate) fn new(id: u64, ia: Arc<IaInner>) -> Self {
+        PzInner {
+            id,
+            ia,
+            users: AtomicU32::new(0),
+            freed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A Protection Zone (`DAT_PZ_HANDLE`).
+#[derive(Clone)]
+pub struct Pz(pub(crate) Arc<PzInner>);
+
+impl std::fmt::Debug for Pz {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pz({})", self.0.id)
+    }
+}
+
+impl PartialEq for Pz {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+impl Pz {
+    pub(crate) fn object(&self) -> Object {
+        Object::new("pz", self.0.id)
+    }
+
+    pub(crate) fn check(&self, op: &'static str) -> Result<()> {
+        if self.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandlePz,
+                op,
+                self.object(),
+                "the PZ was freed",
+            );
+        }
+        Ok(())
+    }
+
+    /// The PZ's id inside its IA.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// The IA the PZ belongs to (`dat_pz_query`).
+    pub fn query(&self) -> Result<InterfaceAdapter> {
+        self.check("pz_query")?;
+        Ok(InterfaceAdapter(self.0.ia.clone()))
+    }
+
+    /// Frees the PZ (`dat_pz_free`); `DAT_INVALID_STATE` while an EP, SRQ, LMR or RMR uses it.
+    pub fn free(&self) -> Result<()> {
+        const OP: &str = "pz_free";
+        self.check(OP)?;
+        let users = self.0.users.load(Ordering::Acquire);
+        if users > 0 {
+            return err(
+                ErrorType::InvalidState,
+                Subtype::InvalidStatePzInUse,
+                OP,
+                self.object(),
+                format!("{users} objects still use this PZ"),
+            );
+        }
+        self.0.freed.store(true, Ordering::Release);
+        self.0.ia.objects().pzs.remove(&self.0.id);
+        Ok(())
+    }
+}

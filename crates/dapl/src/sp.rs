@@ -1,0 +1,277 @@
+//! Service Points: Public (`DAT_PSP`, listens for any endpoint) and Reserved (`DAT_RSP`,
+//! listens for one reserved endpoint). A connection request arriving at either becomes a
+//! [`ConnectionRequest`] announced by a CR arrival event on the service point's EVD.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::cr::{ConnectionRequest, CrInner};
+use crate::ep::Endpoint;
+use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::evd::Evd;
+use crate::event::{CrArrival, Event};
+use crate::ia::{IaInner, InterfaceAdapter};
+use crate::link::PendingRequest;
+use crate::types::{ConnQual, EpState, EvdFlags};
+
+/// `DAT_PSP_FLAGS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PspFlags {
+    /// `DAT_PSP_CONSUMER_FLAG`: the consumer supplies the endpoint at accept.
+    Consumer = 0,
+    /// `DAT_PSP_PROVIDER_FLAG`: accepted for compatibility; the consumer still supplies the
+    /// endpoint at accept (this provider does not create endpoints on its own).
+    Provider = 1,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum SpKind {
+    Psp(PspFlags),
+    Rsp(Endpoint),
+}
+
+pub(crate) struct SpInner {
+    pub(crate) id: u64,
+    pub(crate) ia: Arc<IaInner>,
+    pub(crate) qual: ConnQual,
+    pub(crate) evd: Evd,
+    pub(crate) kind: SpKind,
+    pub(crate) freed: AtomicBool,
+}
+
+/// A Public or Reserved Service Point (`DAT_PSP_HANDLE` / `DAT_RSP_HANDLE`).
+#[derive(Clone)]
+pub struct ServicePoint(pub(crate) Arc<SpInner>);
+
+impl std::fmt::Debug for ServicePoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = if matches!(self.0.kind, SpKind::Psp(_)) {
+            "Psp"
+        } else {
+            "Rsp"
+        };
+        write!(f, "{k}({} qual {})", self.0.id, self.0.qual)
+    }
+}
+
+impl PartialEq for ServicePoint {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+/// `DAT_PSP_PARAM` / `DAT_RSP_PARAM`.
+#[derive(Debug, Clone)]
+pub struct SpParam {
+    /// Connection qualifier.
+    pub conn_qual: ConnQual,
+    /// The EVD receiving CR arrival events.
+    pub evd: Evd,
+    /// PSP flags (PSPs only).
+    pub psp_flags: Option<PspFlags>,
+    /// The reserved endpoint (RSPs only).
+    pub ep: Option<Endpoint>,
+}
+
+static NEXT_ANY_QUAL: AtomicU64 = AtomicU64::new(0);
+
+impl InterfaceAdapter {
+    fn sp_create(
+        &self,
+        op: &'static str,
+        qual: ConnQual,
+        evd: &Evd,
+        kind: SpKind,
+    ) -> Result<ServicePoint> {
+        let ia = &self.0;
+        ia.check_open(op)?;
+        let obj = ia.object();
+        if evd.0.freed.load(Ordering::Acquire) || !evd.0.flags.contains(EvdFlags::CR) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleEvdCr,
+                op,
+                obj,
+                format!("EVD {} is freed or lacks DAT_EVD_CR_FLAG", evd.0.id),
+            );
+        }
+        let sp = ServicePoint(Arc::new(SpInner {
+            id: ia.next_id(),
+            ia: ia.clone(),
+            qual,
+            evd: evd.clone(),
+            kind,
+            freed: AtomicBool::new(false),
+        }));
+        if !ia.link.listen(ia.attr.ia_address, qual, &sp.0) {
+            return err(
+                ErrorType::ConnQualInUse,
+                Subtype::NoSubtype,
+                op,
+                obj,
+                format!(
+                    "connection qualifier {qual} is in use on {}",
+                    ia.attr.ia_address.ip()
+                ),
+            );
+        }
+        evd.0.users.fetch_add(1, Ordering::AcqRel);
+        ia.objects().sps.insert(sp.0.id, sp.clone());
+        Ok(sp)
+    }
+
+    /// Creates a Public Service Point listening on `qual` (`dat_psp_create`);
+    /// `DAT_CONN_QUAL_IN_USE` if it is taken.
+    pub fn psp_create(&self, qual: ConnQual, evd: &Evd, flags: PspFlags) -> Result<ServicePoint> {
+        self.sp_create("psp_create", qual, evd, SpKind::Psp(flags))
+    }
+
+    /// Creates a Public Service Point on a free qualifier the provider picks
+    /// (`dat_psp_create_any`); returns it and the qualifier.
+    pub fn psp_create_any(&self, evd: &Evd, flags: PspFlags) -> Result<(ServicePoint, ConnQual)> {
+        for _ in 0..20_000 {
+            let qual = 40_000 + NEXT_ANY_QUAL.fetch_add(1, Ordering::Relaxed) % 20_000;
+            match self.sp_create("psp_create_any", qual, evd, SpKind::Psp(flags)) {
+                Ok(sp) => return Ok((sp, qual)),
+                Err(e) if e.kind() == ErrorType::ConnQualInUse => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        err(
+            ErrorType::ConnQualUnavailable,
+            Subtype::NoSubtype,
+            "psp_create_any",
+            self.0.object(),
+            "no free connection qualifier",
+        )
+    }
+
+    /// Creates a Reserved Service Point on `qual` for `ep`, which must be UNCONNECTED and
+    /// becomes RESERVED (`dat_rsp_create`).
+    pub fn rsp_create(&self, qual: ConnQual, ep: &Endpoint, evd: &Evd) -> Result<ServicePoint> {
+        const OP: &str = "rsp_create";
+        ep.check_handle(OP)?;
+        let sp = self.sp_create(OP, qual, evd, SpKind::Rsp(ep.clone()))?;
+        if let Err(e) = ep.0.set_reserved(Some(sp.0.id)) {
+            sp.release();
+            return Err(e);
+        }
+        Ok(sp)
+    }
+}
+
+impl ServicePoint {
+    fn object(&self) -> Object {
+        Object::new(
+            if matches!(self.0.kind, SpKind::Psp(_)) {
+                "psp"
+            } else {
+                "rsp"
+            },
+            self.0.id,
+        )
+    }
+
+    fn check(&self, op: &'static str) -> Result<()> {
+        if self.0.freed.load(Ordering::Acquire) {
+            let sub = if matches!(self.0.kind, SpKind::Psp(_)) {
+                Subtype::InvalidHandlePsp
+            } else {
+                Subtype::InvalidHandleRsp
+            };
+            return err(
+                ErrorType::InvalidHandle,
+                sub,
+                op,
+                self.object(),
+                "the service point was freed",
+            );
+        }
+        Ok(())
+    }
+
+    /// The service point's id inside its IA.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// True for a Public Service Point.
+    pub fn is_public(&self) -> bool {
+        matches!(self.0.kind, SpKind::Psp(_))
+    }
+
+    /// The connection qualifier.
+    pub fn conn_qual(&self) -> ConnQual {
+        self.0.qual
+    }
+
+    /// `dat_psp_query` / `dat_rsp_query`.
+    pub fn query(&self) -> Result<SpParam> {
+        self.check("sp_query")?;
+        let (psp_flags, ep) = match &self.0.kind {
+            SpKind::Psp(f) => (Some(*f), None),
+            SpKind::Rsp(ep) => (None, Some(ep.clone())),
+        };
+        Ok(SpParam {
+            conn_qual: self.0.qual,
+            evd: self.0.evd.clone(),
+            psp_flags,
+            ep,
+        })
+    }
+
+    /// Stops listening and frees the service point (`dat_psp_free` / `dat_rsp_free`). A reserved
+    /// endpoint still RESERVED returns to UNCONNECTED.
+    pub fn free(&self) -> Result<()> {
+        self.check("sp_free")?;
+        self.release();
+        Ok(())
+    }
+
+    pub(crate) fn release(&self) {
+        if self.0.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ia = &self.0.ia;
+        ia.link.unlisten(ia.attr.ia_address, self.0.qual);
+        if let SpKind::Rsp(ep) = &self.0.kind {
+            let _ = ep.0.set_reserved(None);
+        }
+        self.0.evd.0.users.fetch_sub(1, Ordering::AcqRel);
+        ia.objects().sps.remove(&self.0.id);
+    }
+
+    /// A link delivers a connection request.
+    pub(crate) fn request_arrived(&self, pending: Box<dyn PendingRequest>) {
+        if self.0.freed.load(Ordering::Acquire) {
+            pending.reject(&[]);
+            return;
+        }
+        if let SpKind::Rsp(ep) = &self.0.kind {
+            let mut c_ok = false;
+            if ep.0.state() == EpState::Reserved {
+                ep.0.begin_attempt(
+                    EpState::TentativeConnectionPending,
+                    Some(pending.info().remote_addr),
+                    Some(self.0.qual),
+                );
+                c_ok = true;
+            }
+            if !c_ok {
+                pending.reject(&[]);
+                return;
+            }
+        }
+        let ia = &self.0.ia;
+        let cr = ConnectionRequest(Arc::new(CrInner::new(ia.next_id(), self.clone(), pending)));
+        ia.objects().crs.insert(cr.0.id, cr.clone());
+        self.0.evd.0.push(
+            Event::ConnectionRequest(CrArrival {
+                sp: self.clone(),
+                conn_qual: self.0.qual,
+                cr,
+            }),
+            true,
+        );
+    }
+}

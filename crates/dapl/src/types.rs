@@ -1,0 +1,206 @@
+//! Plain DAT value types: flags, states, statuses, triplets and cookies, with the numeric values
+//! of `dat.h` so the C ABI converts them without tables.
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// `DAT_MEM_PRIV_FLAGS`: what may be done with registered memory.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct MemPriv: u32 {
+        /// `DAT_MEM_PRIV_LOCAL_READ_FLAG`: local DTOs may read it (send, RDMA write source).
+        const LOCAL_READ = 0x01;
+        /// `DAT_MEM_PRIV_REMOTE_READ_FLAG`: a peer may RDMA-read it.
+        const REMOTE_READ = 0x02;
+        /// `DAT_MEM_PRIV_LOCAL_WRITE_FLAG`: local DTOs may write it (receive, RDMA read sink).
+        const LOCAL_WRITE = 0x10;
+        /// `DAT_MEM_PRIV_REMOTE_WRITE_FLAG`: a peer may RDMA-write it.
+        const REMOTE_WRITE = 0x20;
+        /// `DAT_MEM_PRIV_ALL_FLAG`.
+        const ALL = 0x33;
+    }
+}
+
+impl MemPriv {
+    /// True if a peer may touch the memory at all.
+    pub fn is_remote(self) -> bool {
+        self.intersects(MemPriv::REMOTE_READ | MemPriv::REMOTE_WRITE)
+    }
+}
+
+bitflags! {
+    /// `DAT_COMPLETION_FLAGS`, for a post and for an endpoint's recv/request completion flags.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct CompletionFlags: u32 {
+        /// `DAT_COMPLETION_SUPPRESS_FLAG`: no event on success (errors are always reported).
+        const SUPPRESS = 0x01;
+        /// `DAT_COMPLETION_SOLICITED_WAIT_FLAG`: on a send, ask the peer's receive to notify; on
+        /// an EP's recv flags, receives notify only when the matching send was solicited.
+        const SOLICITED_WAIT = 0x02;
+        /// `DAT_COMPLETION_UNSIGNALLED_FLAG`: the event is queued but does not wake a waiter.
+        const UNSIGNALLED = 0x04;
+        /// `DAT_COMPLETION_BARRIER_FENCE_FLAG`: start only after earlier RDMA reads completed.
+        const BARRIER_FENCE = 0x08;
+        /// `DAT_COMPLETION_EVD_THRESHOLD_FLAG`: events notify; the waiter's threshold decides.
+        const EVD_THRESHOLD = 0x10;
+    }
+}
+
+bitflags! {
+    /// `DAT_EVD_FLAGS`: which event streams an Event Dispatcher takes.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct EvdFlags: u32 {
+        /// `DAT_EVD_SOFTWARE_FLAG`
+        const SOFTWARE = 0x001;
+        /// `DAT_EVD_CR_FLAG`
+        const CR = 0x010;
+        /// `DAT_EVD_DTO_FLAG`
+        const DTO = 0x020;
+        /// `DAT_EVD_CONNECTION_FLAG`
+        const CONNECTION = 0x040;
+        /// `DAT_EVD_RMR_BIND_FLAG`
+        const RMR_BIND = 0x080;
+        /// `DAT_EVD_ASYNC_FLAG`
+        const ASYNC = 0x100;
+    }
+}
+
+/// `DAT_CLOSE_FLAGS` for IA close and EP disconnect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseFlags {
+    /// `DAT_CLOSE_ABRUPT_FLAG`: tear down now, flushing what is outstanding.
+    Abrupt = 0,
+    /// `DAT_CLOSE_GRACEFUL_FLAG`: refuse (IA) or wait for outstanding sends (EP).
+    Graceful = 1,
+}
+
+/// `DAT_EP_STATE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EpState {
+    /// Quiescent; may connect or be accepted.
+    Unconnected = 0,
+    /// Held by a Reserved Service Point.
+    Reserved = 2,
+    /// `cr_accept` called; waiting for the connection to come up.
+    PassiveConnectionPending = 4,
+    /// `connect` called; waiting for the peer.
+    ActiveConnectionPending = 6,
+    /// Created by the provider (or reserved by an RSP) for an arrived connection request.
+    TentativeConnectionPending = 7,
+    /// Data may move.
+    Connected = 9,
+    /// Graceful disconnect in progress.
+    DisconnectPending = 10,
+    /// The connection is over; posts are flushed.
+    Disconnected = 11,
+    /// Reserved by DAT for providers that keep completions pending after disconnect.
+    CompletionPending = 12,
+}
+
+/// `DAT_DTO_COMPLETION_STATUS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DtoStatus {
+    /// `DAT_DTO_SUCCESS`
+    Success = 0,
+    /// `DAT_DTO_ERR_FLUSHED`: the EP left CONNECTED before the DTO ran.
+    Flushed = 1,
+    /// `DAT_DTO_ERR_LOCAL_LENGTH`: the incoming message did not fit the receive's iov
+    /// (the DAT man pages call this `DAT_DTO_LENGTH_ERROR`).
+    LocalLength = 2,
+    /// `DAT_DTO_ERR_LOCAL_EP`
+    LocalEp = 3,
+    /// `DAT_DTO_ERR_LOCAL_PROTECTION`
+    LocalProtection = 4,
+    /// `DAT_DTO_ERR_BAD_RESPONSE`
+    BadResponse = 5,
+    /// `DAT_DTO_ERR_REMOTE_ACCESS`: the peer refused the STag, rights or bounds.
+    RemoteAccess = 6,
+    /// `DAT_DTO_ERR_REMOTE_RESPONDER`: the peer failed the operation (e.g. no receive buffer).
+    RemoteResponder = 7,
+    /// `DAT_DTO_ERR_TRANSPORT`: the connection broke under the DTO.
+    Transport = 8,
+    /// `DAT_DTO_ERR_RECEIVER_NOT_READY`
+    ReceiverNotReady = 9,
+    /// `DAT_DTO_ERR_PARTIAL_PACKET`
+    PartialPacket = 10,
+    /// `DAT_RMR_OPERATION_FAILED`
+    RmrOperationFailed = 11,
+}
+
+/// `DAT_DTOS`: which operation a completion is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DtoOp {
+    /// `DAT_DTO_SEND`
+    Send = 0,
+    /// `DAT_DTO_RDMA_WRITE`
+    RdmaWrite = 1,
+    /// `DAT_DTO_RDMA_READ`
+    RdmaRead = 2,
+    /// `DAT_DTO_RECEIVE`
+    Receive = 3,
+    /// `DAT_DTO_RECEIVE_WITH_INVALIDATE`
+    ReceiveWithInvalidate = 4,
+    /// `DAT_DTO_BIND_MW`
+    BindMw = 5,
+}
+
+/// `DAT_DTO_COOKIE`: 64 opaque bits of the consumer's, returned in the completion.
+pub type Cookie = u64;
+
+/// `DAT_CONN_QUAL`: the service point's connection qualifier (a port, for the tcp link).
+pub type ConnQual = u64;
+
+/// `DAT_VADDR`: a registered virtual address.
+pub type VAddr = u64;
+
+/// `DAT_LMR_CONTEXT`: the local key of an LMR.
+pub type LmrContext = u32;
+
+/// `DAT_RMR_CONTEXT`: the remote key (the iWARP STag) of an LMR or RMR.
+pub type RmrContext = u32;
+
+/// `DAT_LMR_TRIPLET`: one segment of a local I/O vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LmrTriplet {
+    /// Which LMR the segment is in.
+    pub lmr_context: LmrContext,
+    /// Start of the segment (a virtual address inside the LMR).
+    pub virtual_address: VAddr,
+    /// Length in bytes.
+    pub segment_length: u64,
+}
+
+impl LmrTriplet {
+    /// A segment of `len` bytes at `va` in the LMR with `lmr_context`.
+    pub fn new(lmr_context: LmrContext, va: VAddr, len: u64) -> Self {
+        LmrTriplet {
+            lmr_context,
+            virtual_address: va,
+            segment_length: len,
+        }
+    }
+}
+
+/// `DAT_RMR_TRIPLET`: a remote buffer (what a peer advertises for RDMA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RmrTriplet {
+    /// The remote key.
+    pub rmr_context: RmrContext,
+    /// Start of the buffer in the peer's registered address space.
+    pub virtual_address: VAddr,
+    /// Length in bytes.
+    pub segment_length: u64,
+}
+
+impl RmrTriplet {
+    /// A remote buffer of `len` bytes at `va` under `rmr_context`.
+    pub fn new(rmr_context: RmrContext, va: VAddr, len: u64) -> Self {
+        RmrTriplet {
+            rmr_context,
+            virtual_address: va,
+            segment_length: len,
+        }
+    }
+}
+
+/// `DAT_IA_ADDRESS_PTR` in Rust: IPv4/IPv6 socket address of an IA or a peer.
+pub type IaAddress = std::net::SocketAddr;
