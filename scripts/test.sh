@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The project's test command: installs what the tests need, then checks formatting, lints and
+# runs every test. Used as is by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+[ -f /usr/include/dat2/dat_error.h ] || need_pkgs+=(libdapl-dev)
+command -v cc >/dev/null || need_pkgs+=(gcc)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "installing: ${need_pkgs[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+if command -v rustup >/dev/null; then
+  rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+  rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace
