@@ -199,23 +199,20 @@ impl ConnectionRequest {
     /// PEER_REJECTED carrying it.
     pub fn reject(&self, private_data: &[u8]) -> Result<()> {
         const OP: &str = "cr_reject";
-        let pending = self.take(OP)?;
-        if let Some(ia) = Some(&self.0.sp.0.ia) {
-            if private_data.len() > ia.attr.max_private_data_size {
-                *self.0.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(pending);
-                return err(
-                    ErrorType::InvalidParameter,
-                    Subtype::InvalidArg2,
-                    OP,
-                    self.object(),
-                    format!(
-                        "{} bytes of private data, at most {}",
-                        private_data.len(),
-                        ia.attr.max_private_data_size
-                    ),
-                );
-            }
+        let max = self.0.sp.0.ia.attr.max_private_data_size;
+        if private_data.len() > max {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                OP,
+                self.object(),
+                format!(
+                    "{} bytes of private data, at most {max}",
+                    private_data.len()
+                ),
+            );
         }
+        let pending = self.take(OP)?;
         self.consume();
         if let SpKind::Rsp(ep) = &self.0.sp.0.kind {
             let mut c = ep.0.lock();

@@ -1358,23 +1358,11 @@ impl Endpoint {
         };
         if let Some(t) = timeout {
             let weak = Arc::downgrade(&self.0);
-            std::thread::Builder::new()
-                .name("dapl-connect-timer".into())
-                .spawn(move || {
-                    std::thread::sleep(t);
-                    if let Some(ep) = weak.upgrade() {
-                        ep.attempt_failed(attempt, ConnectionEventKind::TimedOut, Vec::new());
-                    }
-                })
-                .or_else(|e| {
-                    err(
-                        ErrorType::InsufficientResources,
-                        Subtype::NoSubtype,
-                        OP,
-                        self.0.object(),
-                        format!("cannot start the timeout timer: {e}"),
-                    )
-                })?;
+            crate::timer::at(std::time::Instant::now() + t, move || {
+                if let Some(ep) = weak.upgrade() {
+                    ep.attempt_failed(attempt, ConnectionEventKind::TimedOut, Vec::new());
+                }
+            });
         }
         ia.link.clone().connect(&self.0, remote, qual, private_data);
         Ok(())
@@ -1393,7 +1381,13 @@ impl Endpoint {
         };
         match state {
             EpState::Connected if flags == CloseFlags::Graceful => {
-                self.0.lock().state = EpState::DisconnectPending;
+                {
+                    let mut c = self.0.lock();
+                    if c.state != EpState::Connected {
+                        return Ok(()); // broke or ended meanwhile: already reported
+                    }
+                    c.state = EpState::DisconnectPending;
+                }
                 self.0.pump();
                 // pump ends the connection once the queues are empty; if a transmitter is busy
                 // elsewhere it will do so.

@@ -37,6 +37,7 @@ pub mod pz;
 pub mod rmr;
 pub mod sp;
 pub mod srq;
+mod timer;
 pub mod types;
 
 pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};
@@ -54,3 +55,26 @@ pub use rmr::{Rmr, RmrParam};
 pub use sp::{PspFlags, ServicePoint, SpParam};
 pub use srq::{Srq, SrqAttr, SrqParam};
 pub use types::*;
+
+#[cfg(test)]
+mod handle_traits {
+    use super::*;
+
+    fn send_sync<T: Send + Sync + Clone>() {}
+
+    #[test]
+    fn every_handle_is_send_sync_and_clone() {
+        send_sync::<InterfaceAdapter>();
+        send_sync::<Pz>();
+        send_sync::<Lmr>();
+        send_sync::<Rmr>();
+        send_sync::<Evd>();
+        send_sync::<Cno>();
+        send_sync::<Endpoint>();
+        send_sync::<Srq>();
+        send_sync::<ServicePoint>();
+        send_sync::<ConnectionRequest>();
+        send_sync::<Event>();
+        send_sync::<DatError>();
+    }
+}

@@ -63,7 +63,6 @@ pub(crate) struct SrqInner {
     pub(crate) pz: Pz,
     core: Mutex<SrqCore>,
     pub(crate) freed: AtomicBool,
-    me: Weak<SrqInner>,
 }
 
 /// A Shared Receive Queue (`DAT_SRQ_HANDLE`).
@@ -108,7 +107,7 @@ impl InterfaceAdapter {
                 "too many SRQs",
             );
         }
-        let srq = Srq(Arc::new_cyclic(|me| SrqInner {
+        let srq = Srq(Arc::new(SrqInner {
             id: self.0.next_id(),
             pz: pz.clone(),
             core: Mutex::new(SrqCore {
@@ -118,7 +117,6 @@ impl InterfaceAdapter {
                 eps: Vec::new(),
             }),
             freed: AtomicBool::new(false),
-            me: me.clone(),
         }));
         pz.0.users.fetch_add(1, Ordering::AcqRel);
         o.srqs.insert(srq.0.id, srq.clone());
@@ -333,10 +331,5 @@ impl Srq {
         }
         self.0.release();
         Ok(())
-    }
-
-    #[allow(dead_code)]
-    pub(crate) fn me(&self) -> Option<Arc<SrqInner>> {
-        self.0.me.upgrade()
     }
 }
