@@ -24,4 +24,8 @@ cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
-DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace
+log=$(mktemp)
+DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace 2>&1 | tee "$log"
+# One closing line over every test binary (cargo's own last line is the last binary's only).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
+     END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
