@@ -695,9 +695,16 @@ impl EpInner {
                         sink_to: r.sink_to,
                         payload: Payload::Segs(&segs),
                     });
-                    if out != TxOutcome::Sent {
-                        self.end_connection(ConnectionEventKind::Broken, true);
-                        return;
+                    match out {
+                        TxOutcome::Sent => {}
+                        TxOutcome::PeerClosed => {
+                            self.end_connection(ConnectionEventKind::Disconnected, true);
+                            return;
+                        }
+                        _ => {
+                            self.end_connection(ConnectionEventKind::Broken, true);
+                            return;
+                        }
                     }
                 }
                 Work::ReadReq {
@@ -729,6 +736,11 @@ impl EpInner {
                             self.end_connection(ConnectionEventKind::Broken, true);
                             return;
                         }
+                        TxOutcome::PeerClosed => {
+                            // The read is in the ORQ: the end flushes it.
+                            self.end_connection(ConnectionEventKind::Disconnected, true);
+                            return;
+                        }
                     }
                 }
                 Work::Wr(wr) => {
@@ -747,7 +759,9 @@ impl EpInner {
                     match out {
                         TxOutcome::Sent => self.complete_send(&wr, DtoStatus::Success, wr.total),
                         TxOutcome::NotReady => {
-                            self.lock().sq.push_front(wr);
+                            if !self.requeue_head(wr, &conn) {
+                                return;
+                            }
                             // Block, unless a wake came in meanwhile (checked after setting, so
                             // no wake is lost; see wake_from_peer).
                             self.rnr_blocked.store(true, Ordering::SeqCst);
@@ -763,14 +777,34 @@ impl EpInner {
                             return;
                         }
                         TxOutcome::Broken => {
-                            self.lock().sq.push_front(wr);
+                            self.requeue_head(wr, &conn);
                             self.end_connection(ConnectionEventKind::Broken, true);
+                            return;
+                        }
+                        TxOutcome::PeerClosed => {
+                            self.requeue_head(wr, &conn);
+                            self.end_connection(ConnectionEventKind::Disconnected, true);
                             return;
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Puts `wr`, taken off the send queue to go out on `conn`, back at the head if `conn` is
+    /// still the endpoint's connection. Otherwise the connection ended while `wr` was in flight
+    /// and its flush did not see it: `wr` completes as flushed here, so that it is neither lost
+    /// nor sent on a later connection. Returns whether it was requeued.
+    fn requeue_head(&self, wr: SendWr, conn: &Arc<dyn Connection>) -> bool {
+        let mut c = self.lock();
+        if c.conn.as_ref().is_some_and(|cur| cur.id() == conn.id()) {
+            c.sq.push_front(wr);
+            return true;
+        }
+        drop(c);
+        self.complete_send(&wr, DtoStatus::Flushed, 0);
+        false
     }
 
     /// The peer posted a receive buffer: a Send blocked on it may go.
@@ -822,16 +856,18 @@ impl EpInner {
         stag: u32,
         to: u64,
         payload: Payload<'_>,
-    ) -> std::result::Result<(), RemoteFault> {
+    ) -> std::result::Result<(), RxWriteFault> {
         let len = payload.len();
-        let seg =
-            self.ia
-                .memtable
-                .resolve_remote(stag, to, len, self.pz.0.id, MemPriv::REMOTE_WRITE)?;
+        let seg = self
+            .ia
+            .memtable
+            .resolve_remote(stag, to, len, self.pz.0.id, MemPriv::REMOTE_WRITE)
+            .map_err(RxWriteFault::Access)?;
         {
             let c = self.lock();
             if !Self::rx_connected(&c) {
-                return Err(RemoteFault::InvalidStag);
+                // The connection ended under the write: a flush, not a protection error.
+                return Err(RxWriteFault::NotConnected);
             }
         }
         scatter(payload, std::slice::from_ref(&seg));
@@ -873,22 +909,26 @@ impl EpInner {
 
     /// Inbound RDMA Read Response: matched to the oldest outstanding read and placed into its
     /// local iov. Returns false on a protocol error (no read outstanding, or wrong length).
-    pub(crate) fn rx_read_response(&self, payload: Payload<'_>) -> bool {
+    pub(crate) fn rx_read_response(&self, payload: Payload<'_>) -> RxResponse {
         let wr = {
             let mut c = self.lock();
+            if !Self::rx_connected(&c) {
+                // The connection ended under the response (the read was flushed).
+                return RxResponse::NotConnected;
+            }
             let Some(head) = c.orq.front() else {
-                return false;
+                return RxResponse::Unexpected;
             };
             let len = payload.len();
             if len != head.remote.segment_length || len > head.total {
-                return false;
+                return RxResponse::Unexpected;
             }
             scatter(payload, &head.segs);
             c.orq.pop_front().expect("head exists")
         };
         self.complete_send(&wr, DtoStatus::Success, wr.remote.segment_length);
         self.pump();
-        true
+        RxResponse::Placed
     }
 
     // --------------------------------------------------------------------------------------------
@@ -994,7 +1034,8 @@ impl EpInner {
         (c.attr.max_rdma_read_in, c.attr.max_rdma_read_out)
     }
 
-    /// The connection is up: data may move. `ird`/`ord` are the negotiated depths.
+    /// The connection is up: data may move. `ird`/`ord` are the negotiated depths. The link
+    /// then calls [`EpInner::report_established`] (once both ends are up).
     pub(crate) fn established(
         &self,
         attempt: u64,
@@ -1002,7 +1043,6 @@ impl EpInner {
         ird: usize,
         ord: usize,
         remote: IaAddress,
-        private_data: Vec<u8>,
     ) -> bool {
         {
             let mut c = self.lock();
@@ -1016,15 +1056,21 @@ impl EpInner {
             }
             c.state = EpState::Connected;
             c.conn = Some(conn);
+            // A Send blocked on the previous connection's peer must not block this one.
+            self.rnr_blocked.store(false, Ordering::SeqCst);
             c.ird = ird;
             c.ord = ord;
             c.remote_addr = Some(remote);
             c.irq.reserve(ird);
             c.orq.reserve(ord);
         }
+        true
+    }
+
+    /// Reports ESTABLISHED (with the peer's private data) and starts transmitting.
+    pub(crate) fn report_established(&self, private_data: Vec<u8>) {
         self.conn_event(ConnectionEventKind::Established, private_data);
         self.pump();
-        true
     }
 
     /// A connection attempt failed before it was established.
@@ -1160,6 +1206,26 @@ pub(crate) enum RxSend {
     NoBuffer,
     /// The message was longer than the receive buffer: completed with LENGTH_ERROR.
     TooLong,
+}
+
+/// What an inbound RDMA Read Response found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxResponse {
+    /// Placed into the oldest outstanding read, which completed.
+    Placed,
+    /// The endpoint is not connected (any more).
+    NotConnected,
+    /// No read was outstanding, or the length is wrong: a protocol error.
+    Unexpected,
+}
+
+/// Why an inbound RDMA Write was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxWriteFault {
+    /// The memory table refused the sink.
+    Access(RemoteFault),
+    /// The endpoint is not connected (any more).
+    NotConnected,
 }
 
 /// Why an inbound RDMA Read Request was refused.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::cr::CrArrivalInfo;
-use crate::ep::{EpInner, RxReadFault, RxSend};
+use crate::ep::{EpInner, RxReadFault, RxResponse, RxSend, RxWriteFault};
 use crate::event::ConnectionEventKind;
 use crate::link::{Connection, Link, OutMsg, PendingRequest, TxOutcome};
 use crate::sp::{ServicePoint, SpInner};
@@ -121,25 +121,28 @@ impl PendingRequest for LoopbackRequest {
         // Each side's ORD is what it wants, capped by what the other side offers as IRD.
         let a_ord = a_out.min(p_in);
         let p_ord = p_out.min(a_in);
+        // Both sides are CONNECTED before either hears ESTABLISHED, so that a DTO posted on
+        // ESTABLISHED never finds the other side still pending.
         if !active.established(
             self.attempt,
             to_passive,
             p_ord,
             a_ord,
             passive.ia.attr.ia_address,
-            private_data.to_vec(),
         ) {
             return false;
         }
         let p_attempt = passive.current_attempt();
-        if !passive.established(
+        if passive.established(
             p_attempt,
             to_active,
             a_ord,
             p_ord,
             active.ia.attr.ia_address,
-            Vec::new(),
         ) {
+            active.report_established(private_data.to_vec());
+            passive.report_established(Vec::new());
+        } else {
             active.end_connection(ConnectionEventKind::Disconnected, false);
         }
         // A Send the active side posted right away may be waiting for the passive side.
@@ -187,7 +190,8 @@ impl Connection for LoopConn {
             },
             OutMsg::Write { stag, to, payload } => match peer.rx_write(stag, to, payload) {
                 Ok(()) => TxOutcome::Sent,
-                Err(_) => refused(DtoStatus::RemoteAccess),
+                Err(RxWriteFault::Access(_)) => refused(DtoStatus::RemoteAccess),
+                Err(RxWriteFault::NotConnected) => TxOutcome::PeerClosed,
             },
             OutMsg::ReadRequest {
                 sink_stag,
@@ -199,16 +203,16 @@ impl Connection for LoopConn {
                 Ok(()) => TxOutcome::Sent,
                 Err(RxReadFault::Access(_)) => refused(DtoStatus::RemoteAccess),
                 Err(RxReadFault::IrdExceeded) => refused(DtoStatus::RemoteResponder),
-                Err(RxReadFault::NotConnected) => TxOutcome::Broken,
+                Err(RxReadFault::NotConnected) => TxOutcome::PeerClosed,
             },
-            OutMsg::ReadResponse { payload, .. } => {
-                if peer.rx_read_response(payload) {
-                    TxOutcome::Sent
-                } else {
+            OutMsg::ReadResponse { payload, .. } => match peer.rx_read_response(payload) {
+                RxResponse::Placed => TxOutcome::Sent,
+                RxResponse::NotConnected => TxOutcome::PeerClosed,
+                RxResponse::Unexpected => {
                     peer.end_connection(ConnectionEventKind::Broken, false);
                     TxOutcome::Broken
                 }
-            }
+            },
         }
     }
 

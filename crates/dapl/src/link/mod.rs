@@ -78,6 +78,9 @@ pub(crate) enum TxOutcome {
     Failed(DtoStatus),
     /// The connection is gone.
     Broken,
+    /// The peer has already left the connection (it disconnected; its close notice is on the
+    /// way): the connection ends as DISCONNECTED, not BROKEN.
+    PeerClosed,
 }
 
 /// The local end of an established connection, as the engine sees it.
