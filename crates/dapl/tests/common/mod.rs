@@ -12,7 +12,7 @@ pub const LINKS: &[&str] = &["loopback"];
 /// Generous timeout for events that must arrive.
 pub const T: Option<Duration> = Some(Duration::from_secs(10));
 
-static NEXT_QUAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(20_000);
+static NEXT_QUAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100_000);
 
 /// A fresh connection qualifier per use, so tests can run in parallel.
 pub fn qual() -> ConnQual {
