@@ -199,34 +199,54 @@ impl FpduDecoder {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let avail = &self.buf[self.start..];
-        if avail.len() < LENGTH_FIELD_LEN {
-            return Ok(None);
-        }
-        let ulpdu_len = u16::from_be_bytes([avail[0], avail[1]]) as usize;
-        let total = fpdu_len(ulpdu_len);
-        if avail.len() < total {
-            return Ok(None);
-        }
-        if self.crc {
-            let covered = total - CRC_LEN;
-            let computed = crc::crc32c(&avail[..covered]);
-            let received = crc::from_wire([
-                avail[covered],
-                avail[covered + 1],
-                avail[covered + 2],
-                avail[covered + 3],
-            ]);
-            if computed != received {
-                let e = Error::CrcMismatch { computed, received };
+        match split_fpdu(&self.buf[self.start..], self.crc) {
+            Ok(None) => Ok(None),
+            Ok(Some((ulpdu, total))) => {
+                let begin = self.start + ulpdu.start;
+                self.start += total;
+                Ok(Some(&self.buf[begin..begin + ulpdu.len()]))
+            }
+            Err(e) => {
                 self.failed = Some(e.clone());
-                return Err(e);
+                Err(e)
             }
         }
-        let begin = self.start + LENGTH_FIELD_LEN;
-        self.start += total;
-        Ok(Some(&self.buf[begin..begin + ulpdu_len]))
     }
+}
+
+/// Finds the first FPDU at the start of `buf` (a receive buffer the caller manages): returns
+/// the ULPDU's byte range within `buf` and the FPDU's total length, `Ok(None)` if `buf` does not
+/// hold the whole FPDU yet, or the CRC error (when `crc` is on). For callers that read the
+/// stream into their own buffer; [`FpduDecoder`] is built on it.
+pub fn split_fpdu(
+    buf: &[u8],
+    crc: bool,
+) -> Result<Option<(core::ops::Range<usize>, usize)>, Error> {
+    if buf.len() < LENGTH_FIELD_LEN {
+        return Ok(None);
+    }
+    let ulpdu_len = u16::from_be_bytes([buf[0], buf[1]]) as usize;
+    let total = fpdu_len(ulpdu_len);
+    if buf.len() < total {
+        return Ok(None);
+    }
+    if crc {
+        let covered = total - CRC_LEN;
+        let computed = crc::crc32c(&buf[..covered]);
+        let received = crc::from_wire([
+            buf[covered],
+            buf[covered + 1],
+            buf[covered + 2],
+            buf[covered + 3],
+        ]);
+        if computed != received {
+            return Err(Error::CrcMismatch { computed, received });
+        }
+    }
+    Ok(Some((
+        LENGTH_FIELD_LEN..LENGTH_FIELD_LEN + ulpdu_len,
+        total,
+    )))
 }
 
 #[cfg(test)]
