@@ -108,6 +108,9 @@ struct SendWr {
     total: u64,
     remote: RmrTriplet,
     sink_stag: u32,
+    /// Reads: the sink tagged offset sent in the request, and response bytes placed so far.
+    sink_to: u64,
+    resp_got: u64,
 }
 
 pub(crate) struct RecvWr {
@@ -139,6 +142,17 @@ pub(crate) struct EpCore {
     ird: usize,
     /// A peer's Send is waiting for a receive buffer here.
     peer_waiting: bool,
+    /// The link holds a message it has not finished writing (`TxOutcome::Queued`): nothing
+    /// more is transmitted until it calls [`EpInner::tx_drained`].
+    tx_stalled: bool,
+    /// The Send or Write the link is still writing; it completes when the link has handed its
+    /// last byte to the transport.
+    tx_inflight: Option<SendWr>,
+    /// The link's `tx_drained` came before the engine recorded the stall it ends.
+    tx_drained_early: bool,
+    /// The link's connection of a connect attempt that is not established yet: closed at once
+    /// if the attempt fails (timeout, free), so the peer cannot accept a dead request.
+    pending_conn: Option<Arc<dyn Connection>>,
     remote_addr: Option<IaAddress>,
     remote_qual: Option<ConnQual>,
     /// Reserved by this RSP id.
@@ -340,6 +354,10 @@ impl InterfaceAdapter {
                 ord: 0,
                 ird: 0,
                 peer_waiting: false,
+                tx_stalled: false,
+                tx_inflight: None,
+                tx_drained_early: false,
+                pending_conn: None,
                 remote_addr: None,
                 remote_qual: None,
                 reserved_by: None,
@@ -647,6 +665,9 @@ impl EpInner {
                     return;
                 }
                 let Some(conn) = c.conn.clone() else { return };
+                if c.tx_stalled {
+                    return; // the link calls tx_drained when it has written its message
+                }
                 if let Some(r) = c.irq.pop_front() {
                     (Work::Resp(r), conn)
                 } else if let Some(head) = c.sq.front() {
@@ -659,17 +680,18 @@ impl EpInner {
                     if head.op == ReqOp::Read && c.orq.len() >= c.ord {
                         return; // ORD reached: the read waits in the send queue
                     }
-                    let wr = c.sq.pop_front().expect("head exists");
+                    let mut wr = c.sq.pop_front().expect("head exists");
                     if wr.op == ReqOp::Read {
                         // Into the ORQ before the request leaves: the response may come back
                         // before transmit returns.
+                        wr.sink_to = wr
+                            .segs
+                            .first()
+                            .map(|s| s.region.addr() + s.offset as u64)
+                            .unwrap_or(0);
                         let w = Work::ReadReq {
                             sink_stag: wr.sink_stag,
-                            sink_to: wr
-                                .segs
-                                .first()
-                                .map(|s| s.region.addr() + s.offset as u64)
-                                .unwrap_or(0),
+                            sink_to: wr.sink_to,
                             len: wr.remote.segment_length,
                             remote: wr.remote,
                         };
@@ -697,6 +719,11 @@ impl EpInner {
                     });
                     match out {
                         TxOutcome::Sent => {}
+                        TxOutcome::Queued => {
+                            if self.stall_tx(None, &conn) {
+                                return;
+                            }
+                        }
                         TxOutcome::PeerClosed => {
                             self.end_connection(ConnectionEventKind::Disconnected, true);
                             return;
@@ -722,6 +749,11 @@ impl EpInner {
                     });
                     match out {
                         TxOutcome::Sent => {}
+                        TxOutcome::Queued => {
+                            if self.stall_tx(None, &conn) {
+                                return;
+                            }
+                        }
                         TxOutcome::Failed(status) => {
                             // The peer refused the read: complete it (it is the ORQ's newest)
                             // with the peer's reason, then break.
@@ -758,6 +790,11 @@ impl EpInner {
                     };
                     match out {
                         TxOutcome::Sent => self.complete_send(&wr, DtoStatus::Success, wr.total),
+                        TxOutcome::Queued => {
+                            if self.stall_tx(Some(wr), &conn) {
+                                return;
+                            }
+                        }
                         TxOutcome::NotReady => {
                             if !self.requeue_head(wr, &conn) {
                                 return;
@@ -790,6 +827,53 @@ impl EpInner {
                 }
             }
         }
+    }
+
+    /// The link took a message it could not write at once: remember the WR (completed by
+    /// [`EpInner::tx_drained`]) and stop transmitting. Returns true if the caller must stop
+    /// (false: the link already drained it meanwhile, go on).
+    fn stall_tx(&self, wr: Option<SendWr>, conn: &Arc<dyn Connection>) -> bool {
+        let mut c = self.lock();
+        if c.conn.as_ref().is_none_or(|cur| cur.id() != conn.id()) {
+            // The connection ended while the message was being written: it is flushed here.
+            drop(c);
+            if let Some(wr) = wr {
+                self.complete_send(&wr, DtoStatus::Flushed, 0);
+            }
+            return true;
+        }
+        if std::mem::take(&mut c.tx_drained_early) {
+            drop(c);
+            if let Some(wr) = wr {
+                self.complete_send(&wr, DtoStatus::Success, wr.total);
+            }
+            return false;
+        }
+        c.tx_stalled = true;
+        c.tx_inflight = wr;
+        true
+    }
+
+    /// The link has handed the whole of its queued message to the transport: the message
+    /// completes and transmission resumes.
+    pub(crate) fn tx_drained(&self, conn_id: u64) {
+        let wr = {
+            let mut c = self.lock();
+            if c.conn.as_ref().is_none_or(|cur| cur.id() != conn_id) {
+                return;
+            }
+            if !c.tx_stalled {
+                // Raced ahead of stall_tx, which completes the message itself.
+                c.tx_drained_early = true;
+                return;
+            }
+            c.tx_stalled = false;
+            c.tx_inflight.take()
+        };
+        if let Some(wr) = wr {
+            self.complete_send(&wr, DtoStatus::Success, wr.total);
+        }
+        self.pump();
     }
 
     /// Puts `wr`, taken off the send queue to go out on `conn`, back at the head if `conn` is
@@ -931,6 +1015,84 @@ impl EpInner {
         RxResponse::Placed
     }
 
+    // Streamed receive side: byte-stream links deliver a message segment by segment.
+
+    /// First segment of an inbound Send: takes the receive buffer (own queue or SRQ) that the
+    /// whole message goes into. On `NoBuffer` the peer is marked waiting, so a post wakes the
+    /// link through [`Connection::wake_peer`].
+    pub(crate) fn rx_send_take(&self) -> RxTake {
+        let mut c = self.lock();
+        if !Self::rx_connected(&c) {
+            return RxTake::NotConnected;
+        }
+        let wr = match &self.srq {
+            None => c.rq.pop_front(),
+            Some(srq) => srq.take(),
+        };
+        match wr {
+            Some(wr) => RxTake::Buffer(wr),
+            None => {
+                c.peer_waiting = true;
+                RxTake::NoBuffer
+            }
+        }
+    }
+
+    /// Completes a receive taken by [`EpInner::rx_send_take`].
+    pub(crate) fn rx_send_done(&self, wr: &RecvWr, status: DtoStatus, len: u64, solicited: bool) {
+        let recv_flags = self.lock().attr.recv_completion_flags;
+        self.complete_recv(wr, status, len, solicited, recv_flags);
+    }
+
+    /// One segment of an inbound RDMA Read Response: placed into the oldest outstanding read
+    /// at the offset its tagged offset names. Segments must continue the read in order, carry
+    /// the read's sink STag and not run past its length; `last` must end it exactly.
+    pub(crate) fn rx_read_response_segment(
+        &self,
+        stag: u32,
+        to: u64,
+        bytes: &[u8],
+        last: bool,
+    ) -> RxResponse {
+        let wr = {
+            let mut c = self.lock();
+            if !Self::rx_connected(&c) {
+                return RxResponse::NotConnected;
+            }
+            let Some(head) = c.orq.front_mut() else {
+                return RxResponse::Unexpected;
+            };
+            let want = head.remote.segment_length;
+            let got = head.resp_got;
+            let end = got.checked_add(bytes.len() as u64);
+            if stag != head.sink_stag
+                || head.sink_to.checked_add(got) != Some(to)
+                || end.is_none_or(|e| e > want || e > head.total)
+                || (last && end != Some(want))
+            {
+                return RxResponse::Unexpected;
+            }
+            place_at(bytes, &head.segs, got);
+            head.resp_got = end.unwrap_or(want);
+            if !last {
+                return RxResponse::Placed;
+            }
+            c.orq.pop_front().expect("head exists")
+        };
+        self.complete_send(&wr, DtoStatus::Success, wr.remote.segment_length);
+        self.pump();
+        RxResponse::Placed
+    }
+
+    /// The peer refused the oldest outstanding read (its Terminate names a Read Request): it
+    /// completes with `status` before the connection's end flushes the rest.
+    pub(crate) fn fail_oldest_read(&self, status: DtoStatus) {
+        let wr = self.lock().orq.pop_front();
+        if let Some(wr) = wr {
+            self.complete_send(&wr, status, 0);
+        }
+    }
+
     // --------------------------------------------------------------------------------------------
     // Connection lifecycle (called by the DAT layer and by links)
 
@@ -952,7 +1114,9 @@ impl EpInner {
             c.end_reported = true;
             c.irq.clear();
             c.peer_waiting = false;
-            let mut sq: Vec<SendWr> = c.orq.drain(..).collect();
+            c.tx_stalled = false;
+            let mut sq: Vec<SendWr> = c.tx_inflight.take().into_iter().collect();
+            sq.extend(c.orq.drain(..));
             sq.extend(c.sq.drain(..));
             let rq: Vec<RecvWr> = c.rq.drain(..).collect();
             (c.conn.take(), report, sq, rq)
@@ -1017,6 +1181,17 @@ impl EpInner {
         c.attempt
     }
 
+    /// Records the link connection carrying connect attempt `attempt` (see `pending_conn`).
+    pub(crate) fn set_pending_conn(&self, attempt: u64, conn: Arc<dyn Connection>) {
+        let mut c = self.lock();
+        if c.attempt == attempt && c.state == EpState::ActiveConnectionPending {
+            c.pending_conn = Some(conn);
+        } else {
+            drop(c);
+            conn.close(true);
+        }
+    }
+
     /// The number of the current attempt.
     pub(crate) fn current_attempt(&self) -> u64 {
         self.lock().attempt
@@ -1056,6 +1231,9 @@ impl EpInner {
             }
             c.state = EpState::Connected;
             c.conn = Some(conn);
+            c.pending_conn = None;
+            c.tx_stalled = false;
+            c.tx_drained_early = false;
             // A Send blocked on the previous connection's peer must not block this one.
             self.rnr_blocked.store(false, Ordering::SeqCst);
             c.ird = ird;
@@ -1095,6 +1273,10 @@ impl EpInner {
             }
             c.end_reported = true;
             c.state = EpState::Disconnected;
+            if let Some(conn) = c.pending_conn.take() {
+                drop(c);
+                conn.close(true);
+            }
         }
         // Receives posted before the attempt are flushed like any on a DISCONNECTED EP.
         self.end_flush_only();
@@ -1104,7 +1286,9 @@ impl EpInner {
     fn end_flush_only(&self) {
         let (sq, rq, recv_flags) = {
             let mut c = self.lock();
-            let mut sq: Vec<SendWr> = c.orq.drain(..).collect();
+            c.tx_stalled = false;
+            let mut sq: Vec<SendWr> = c.tx_inflight.take().into_iter().collect();
+            sq.extend(c.orq.drain(..));
             sq.extend(c.sq.drain(..));
             (
                 sq,
@@ -1208,6 +1392,17 @@ pub(crate) enum RxSend {
     TooLong,
 }
 
+/// What the first segment of an inbound Send found.
+#[allow(clippy::large_enum_variant)] // returned once per message, moved straight out
+pub(crate) enum RxTake {
+    /// This receive buffer takes the message.
+    Buffer(RecvWr),
+    /// No receive buffer is posted: the peer is marked waiting.
+    NoBuffer,
+    /// The endpoint is not connected (any more).
+    NotConnected,
+}
+
 /// What an inbound RDMA Read Response found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RxResponse {
@@ -1237,6 +1432,35 @@ pub(crate) enum RxReadFault {
     IrdExceeded,
     /// The endpoint is not connected.
     NotConnected,
+}
+
+/// Copies `bytes` into the scatter list `dst` starting `offset` bytes into it. Returns false
+/// (copying nothing) if they do not fit.
+pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> bool {
+    let total: u64 = dst.iter().map(|s| s.len as u64).sum();
+    if offset
+        .checked_add(bytes.len() as u64)
+        .is_none_or(|end| end > total)
+    {
+        return false;
+    }
+    let mut skip = offset;
+    let mut src = bytes;
+    for d in dst {
+        if src.is_empty() {
+            break;
+        }
+        if skip >= d.len as u64 {
+            skip -= d.len as u64;
+            continue;
+        }
+        let at = skip as usize;
+        let k = (d.len - at).min(src.len());
+        d.region.copy_in(d.offset + at, &src[..k]);
+        src = &src[k..];
+        skip = 0;
+    }
+    true
 }
 
 /// Copies `src` into the scatter list `dst` in order: front segments full, at most one partial,
@@ -1717,7 +1941,8 @@ impl Endpoint {
             }
             _ => {}
         }
-        let sink_stag = iov.first().map(|t| t.lmr_context).unwrap_or(0);
+        // Never 0: a byte-stream link puts it on the wire, where STag 0 is refused.
+        let sink_stag = iov.first().map(|t| t.lmr_context).unwrap_or(1).max(1);
         let wr = SendWr {
             cookie,
             op: rop,
@@ -1726,6 +1951,8 @@ impl Endpoint {
             total: r.total,
             remote,
             sink_stag,
+            sink_to: 0,
+            resp_got: 0,
         };
         let mut c = ep.lock();
         match c.state {

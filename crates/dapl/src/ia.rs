@@ -199,6 +199,29 @@ impl std::fmt::Debug for InterfaceAdapter {
 
 static NEXT_IA: AtomicU64 = AtomicU64::new(1);
 
+fn tcp_link(name: &str, rest: &str) -> Result<(Arc<dyn Link>, IaAddress)> {
+    let obj = Object::new("ia", 0);
+    let Some((ip, opts)) = link::tcp::parse_name(rest) else {
+        return err(
+            ErrorType::ProviderNotFound,
+            Subtype::NameNotRegistered,
+            "ia_open",
+            obj,
+            format!("no IA named {name:?} (tcp IAs are \"tcp:<ipv4>\" or \"tcp:<ipv4>,crc\")"),
+        );
+    };
+    match link::tcp::TcpLink::start(ip, opts) {
+        Ok(l) => Ok((l, SocketAddr::new(IpAddr::V4(ip), 0))),
+        Err(e) => err(
+            ErrorType::InsufficientResources,
+            Subtype::NoSubtype,
+            "ia_open",
+            obj,
+            format!("cannot start the tcp link on {ip}: {e}"),
+        ),
+    }
+}
+
 impl InterfaceAdapter {
     /// Opens an IA by name (`dat_ia_open`) and creates its async EVD with `async_evd_qlen`.
     ///
@@ -206,6 +229,10 @@ impl InterfaceAdapter {
     /// - `"loopback"` (address 127.0.0.1) or `"loopback:<ipv4>"`: the in-process loopback
     ///   link. IAs of one process with the same address share connection qualifiers, like
     ///   sockets on one IP.
+    ///
+    /// - `"tcp"` (127.0.0.1) or `"tcp:<ipv4>"`: the iWARP-over-TCP link on that local
+    ///   address; `"tcp:<ipv4>,crc"` also asks peers for MPA CRC32c. Each tcp IA runs one
+    ///   progress thread.
     ///
     /// Other names are `DAT_PROVIDER_NOT_FOUND`.
     pub fn open(name: &str, async_evd_qlen: usize) -> Result<(InterfaceAdapter, Evd)> {
@@ -228,13 +255,18 @@ impl InterfaceAdapter {
                 })?;
                 (link::loopback::link(), SocketAddr::new(IpAddr::V4(ip), 0))
             }
+            None if name == "tcp" => tcp_link(name, "127.0.0.1")?,
+            Some(("tcp", rest)) => tcp_link(name, rest)?,
             _ => {
                 return err(
                     ErrorType::ProviderNotFound,
                     Subtype::NameNotRegistered,
                     OP,
                     obj,
-                    format!("no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\")"),
+                    format!(
+                        "no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\", \
+                         \"tcp\", \"tcp:<ipv4>[,crc]\")"
+                    ),
                 )
             }
         };
@@ -412,6 +444,7 @@ impl InterfaceAdapter {
         } else {
             self.teardown();
         }
+        self.0.link.shutdown();
         self.0.closed.store(true, Ordering::Release);
         let evds: Vec<Evd> = self.0.objects().evds.values().cloned().collect();
         for e in evds {

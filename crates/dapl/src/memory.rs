@@ -8,6 +8,8 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
 /// Page size used for library-allocated regions.
@@ -144,6 +146,90 @@ impl RegionMemory {
         // SAFETY: bounds checked above; region valid for writes.
         unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), byte, len) };
         true
+    }
+}
+
+impl RegionMemory {
+    /// Hands the bytes at `offset..offset+len` to `f` in chunks copied out of the region (for
+    /// checksums over memory that must not be borrowed). False if out of bounds.
+    pub fn for_each_chunk(&self, offset: usize, len: usize, mut f: impl FnMut(&[u8])) -> bool {
+        if !self.range_ok(offset, len) {
+            return false;
+        }
+        let mut buf = [0u8; 4096];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(buf.len());
+            self.copy_out(offset + done, &mut buf[..k]);
+            f(&buf[..k]);
+            done += k;
+        }
+        true
+    }
+}
+
+/// One piece of a gathered socket write: plain bytes or a range of registered memory.
+#[derive(Clone, Copy, Debug)]
+pub enum IoPiece<'a> {
+    /// Bytes owned by the caller.
+    Bytes(&'a [u8]),
+    /// `len` bytes of `mem` at `offset`.
+    Region {
+        /// The region.
+        mem: &'a RegionMemory,
+        /// Offset inside it.
+        offset: usize,
+        /// Length.
+        len: usize,
+    },
+}
+
+/// Most pieces in one gathered write.
+pub const MAX_GATHER: usize = 64;
+
+/// Writes `pieces` in order to the stream socket `fd` with one non-blocking `sendmsg` that
+/// cannot raise SIGPIPE. Writes at most [`MAX_GATHER`] pieces; returns the byte count written.
+pub fn send_gather(fd: BorrowedFd<'_>, pieces: &[IoPiece<'_>]) -> io::Result<usize> {
+    let mut iov: [libc::iovec; MAX_GATHER] = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; MAX_GATHER];
+    let mut n = 0;
+    for p in pieces.iter().take(MAX_GATHER) {
+        let (base, len) = match *p {
+            IoPiece::Bytes(b) => (b.as_ptr() as *mut libc::c_void, b.len()),
+            IoPiece::Region { mem, offset, len } => {
+                if !mem.range_ok(offset, len) {
+                    return Err(io::Error::from(io::ErrorKind::InvalidInput));
+                }
+                // SAFETY: offset+len lies inside the region (checked just above).
+                (unsafe { mem.ptr.as_ptr().add(offset) }.cast(), len)
+            }
+        };
+        iov[n] = libc::iovec {
+            iov_base: base,
+            iov_len: len,
+        };
+        n += 1;
+    }
+    // SAFETY: a zeroed msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n as _;
+    // SAFETY: every iovec points at live memory of its stated length: caller slices, or region
+    // ranges checked above (regions are kept alive by the caller's borrow). The kernel only
+    // reads them.
+    let r = unsafe {
+        libc::sendmsg(
+            fd.as_raw_fd(),
+            &msg,
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
     }
 }
 

@@ -7,6 +7,7 @@
 //! the `rx_*` functions of [`crate::ep`], which check everything against the memory table.
 
 pub(crate) mod loopback;
+pub(crate) mod tcp;
 
 use std::sync::Arc;
 
@@ -71,6 +72,10 @@ pub(crate) enum OutMsg<'a> {
 pub(crate) enum TxOutcome {
     /// Handed over (for a byte-stream link: written to the socket).
     Sent,
+    /// Taken, but not all of it could be handed to the transport yet: the engine sends nothing
+    /// more on this connection until the link calls [`EpInner::tx_drained`], which completes
+    /// the message.
+    Queued,
     /// A Send found no receive buffer at the peer yet; retry when woken (RNR).
     NotReady,
     /// The peer refused the message: the connection is broken and the DTO completes with this
@@ -109,6 +114,9 @@ pub(crate) trait Link: Send + Sync {
     /// Starts connecting `ep` to `remote`/`qual` with private data; the outcome arrives as an
     /// `ep` connection event.
     fn connect(&self, ep: &Arc<EpInner>, remote: IaAddress, qual: ConnQual, private_data: &[u8]);
+    /// Stops the link's threads and drops its sockets (the IA is closing). The IA's endpoints
+    /// have been ended before.
+    fn shutdown(&self) {}
 }
 
 /// The requester's side of an arrived connection request, held by the CR until accept/reject.

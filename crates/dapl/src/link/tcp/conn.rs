@@ -1,0 +1,1564 @@
+//! One tcp connection: the MPA exchange, the transmit side (FPDUs gathered straight from
+//! registered memory into `sendmsg`), and the receive side (FPDUs parsed from a staging buffer
+//! and handed to the engine segment by segment).
+//!
+//! Locks: `rx` is taken only by the progress thread and by accept/reject; `tx` by whoever
+//! transmits. The receive path may call into the engine, which may transmit (`tx`) or close
+//! (`tx` only), so the order is always rx -> engine -> tx, never the reverse.
+
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind, Read};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+use arrayvec::ArrayVec;
+use iwarp::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
+use iwarp::fpdu::{fpdu_len, pad_len, split_fpdu, MAX_ULPDU_LEN};
+use iwarp::mpa::{
+    InitiatorConfig, InitiatorEvent, MpaInitiator, MpaResponder, ResponderConfig, ResponderEvent,
+    Rtr, RtrSet,
+};
+use iwarp::rdmap::{ReadRequest, MAX_SEGMENT_HEADER_LEN, RTR_STAG};
+use iwarp::segment::{mulpdu_for_emss, TaggedReassembly, UntaggedReassembly};
+use iwarp::terminate::{
+    DdpTaggedErrorCode, DdpUntaggedErrorCode, LlpErrorCode, RdmapErrorCode, TerminateCause,
+    TerminateMessage,
+};
+use iwarp::{crc, FpduEncoder, Segment};
+use rustix::event::epoll::EventFlags;
+use socket2::{Domain, Socket, Type};
+
+use super::{lock, Shared, LINGER, REQUEST_TIMEOUT, RNR_GRACE};
+use crate::cr::CrArrivalInfo;
+use crate::engine::memtable::{RemoteFault, Seg};
+use crate::ep::{place_at, EpInner, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault};
+use crate::event::ConnectionEventKind;
+use crate::link::{Connection, OutMsg, Payload, PendingRequest, TxOutcome};
+use crate::memory::{send_gather, IoPiece, MAX_GATHER};
+use crate::sp::{ServicePoint, SpInner};
+use crate::types::{DtoStatus, EpState, IaAddress};
+
+/// Staging buffer for inbound bytes: holds several full-size FPDUs.
+const RX_BUF: usize = 256 * 1024;
+/// Most FPDUs framed into one gathered write.
+const BATCH_FPDUS: usize = 20;
+
+enum Phase {
+    /// Active side: TCP connect in progress.
+    Connecting { init: MpaInitiator, attempt: u64 },
+    /// Active side: Request sent, waiting for the Reply.
+    AwaitReply { init: MpaInitiator, attempt: u64 },
+    /// Passive side: waiting for the Request.
+    AwaitRequest {
+        resp: MpaResponder,
+        sp: Weak<SpInner>,
+        deadline: Instant,
+    },
+    /// Passive side: the request is a CR, waiting for accept or reject.
+    AwaitAccept { resp: MpaResponder },
+    /// FPDUs flow.
+    Established,
+    /// Done with the stream: waiting for the peer's FIN (or the deadline), then dropped.
+    Closing { deadline: Instant },
+    /// Deregistered.
+    Dead,
+}
+
+struct Rx {
+    phase: Phase,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    crc: bool,
+    untagged: UntaggedReassembly,
+    tagged: TaggedReassembly,
+    /// The receive buffer of the Send being reassembled, and its SE flag.
+    recv: Option<(RecvWr, bool)>,
+    /// The first FPDU from the peer arrived (the responder may transmit).
+    got_first: bool,
+    /// A Send found no receive buffer: its ULPDU waits here until one is posted or `rnr_until`.
+    stalled: Option<Vec<u8>>,
+    rnr_until: Option<Instant>,
+    /// We sent a Read RTR: its zero-length response is not the engine's.
+    rtr_read_pending: bool,
+    peer_gone: bool,
+}
+
+/// Where a piece of a batched write comes from.
+#[derive(Clone, Copy)]
+enum Piece {
+    /// `frames[a..b]`.
+    Frame(usize, usize),
+    /// `len` bytes of the job's segment `seg` at `offset`.
+    Mem {
+        seg: usize,
+        offset: usize,
+        len: usize,
+    },
+}
+
+#[derive(Clone, Copy)]
+enum JobKind {
+    Send { msn: u32, solicited: bool },
+    Write { stag: u32, to: u64 },
+    ReadResp { stag: u32, to: u64 },
+}
+
+struct TxJob {
+    kind: JobKind,
+    segs: Vec<Seg>,
+    total: u64,
+    /// Payload bytes already framed.
+    off: u64,
+    framed_last: bool,
+}
+
+struct Tx {
+    /// Responder before the initiator's first FPDU: FPDUs wait (RFC 5044).
+    hold: bool,
+    job: Option<TxJob>,
+    /// Drop the job once the current batch is written (a Terminate or an abort cut it off).
+    abandon: bool,
+    /// Control bytes to send after the current batch: (bytes, is an FPDU).
+    ctl: VecDeque<(Vec<u8>, bool)>,
+    frames: Vec<u8>,
+    pieces: Vec<Piece>,
+    at: usize,
+    skip: usize,
+    /// The engine waits for `tx_drained`.
+    notify: bool,
+    msn_send: u32,
+    msn_read: u32,
+    mulpdu: usize,
+    enc: FpduEncoder,
+    /// Shut the socket down once everything is written.
+    shut_after: bool,
+    shut: bool,
+    failed: bool,
+    want_out: bool,
+}
+
+/// One connection.
+pub(crate) struct TcpConn {
+    pub(crate) id: u64,
+    sock: Socket,
+    shared: Weak<Shared>,
+    remote: Mutex<SocketAddr>,
+    ep: Mutex<Weak<EpInner>>,
+    rx: Mutex<Rx>,
+    tx: Mutex<Tx>,
+    rx_paused: AtomicBool,
+    peer_fin: AtomicBool,
+}
+
+fn io_kind(e: &io::Error) -> ErrorKind {
+    e.kind()
+}
+
+impl TcpConn {
+    fn new(id: u64, shared: &Arc<Shared>, sock: Socket, remote: SocketAddr, phase: Phase) -> Self {
+        TcpConn {
+            id,
+            sock,
+            shared: Arc::downgrade(shared),
+            remote: Mutex::new(remote),
+            ep: Mutex::new(Weak::new()),
+            rx: Mutex::new(Rx {
+                phase,
+                buf: vec![0u8; RX_BUF].into_boxed_slice(),
+                start: 0,
+                end: 0,
+                crc: false,
+                untagged: UntaggedReassembly::new(),
+                tagged: TaggedReassembly::new(),
+                recv: None,
+                got_first: false,
+                stalled: None,
+                rnr_until: None,
+                rtr_read_pending: false,
+                peer_gone: false,
+            }),
+            tx: Mutex::new(Tx {
+                hold: false,
+                job: None,
+                abandon: false,
+                ctl: VecDeque::new(),
+                frames: Vec::with_capacity(BATCH_FPDUS * 32),
+                pieces: Vec::with_capacity(BATCH_FPDUS * 4),
+                at: 0,
+                skip: 0,
+                notify: false,
+                msn_send: 1,
+                msn_read: 1,
+                mulpdu: mulpdu_for_emss(1460),
+                enc: FpduEncoder::new(false),
+                shut_after: false,
+                shut: false,
+                failed: false,
+                want_out: false,
+            }),
+            rx_paused: AtomicBool::new(false),
+            peer_fin: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+
+    fn shared(&self) -> Option<Arc<Shared>> {
+        self.shared.upgrade()
+    }
+
+    fn ep(&self) -> Option<Arc<EpInner>> {
+        lock(&self.ep).upgrade()
+    }
+
+    fn interest(&self, want_out: bool) -> EventFlags {
+        let mut f = EventFlags::empty();
+        if !self.rx_paused.load(Ordering::SeqCst) {
+            f |= EventFlags::IN | EventFlags::RDHUP;
+        }
+        if want_out {
+            f |= EventFlags::OUT;
+        }
+        f
+    }
+
+    fn update_interest(&self, want_out: bool) {
+        if let Some(s) = self.shared() {
+            s.modify(self, self.interest(want_out));
+        }
+    }
+
+    /// Active side: starts a non-blocking connect from the IA's address.
+    pub(crate) fn connect(
+        id: u64,
+        shared: &Arc<Shared>,
+        ep: &Arc<EpInner>,
+        attempt: u64,
+        target: SocketAddr,
+        private_data: &[u8],
+    ) -> io::Result<()> {
+        let (ird, ord) = ep.read_depths();
+        let config = InitiatorConfig {
+            crc: shared.opts.crc,
+            enhanced: true,
+            ird: ird.min(iwarp::mpa::IRD_ORD_MAX as usize) as u16,
+            ord: ord.min(iwarp::mpa::IRD_ORD_MAX as usize) as u16,
+            peer_to_peer: Some(RtrSet::WRITE.union(RtrSet::READ)),
+        };
+        let init = MpaInitiator::new(config, private_data)
+            .map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
+        let sock = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None)?;
+        sock.set_nonblocking(true)?;
+        sock.set_nodelay(true)?;
+        sock.bind(&SocketAddr::new(IpAddr::V4(shared.local_ip), 0).into())?;
+        match sock.connect(&target.into()) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+            Err(e) => return Err(e),
+        }
+        let conn = Arc::new(TcpConn::new(
+            id,
+            shared,
+            sock,
+            target,
+            Phase::Connecting { init, attempt },
+        ));
+        *lock(&conn.ep) = Arc::downgrade(ep);
+        shared.set_timed(id, true);
+        shared.register(&conn, EventFlags::OUT | EventFlags::RDHUP)?;
+        ep.set_pending_conn(attempt, conn);
+        Ok(())
+    }
+
+    /// Passive side: a connection arrived at a listener.
+    pub(crate) fn accepted(
+        id: u64,
+        shared: &Arc<Shared>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        sp: Weak<SpInner>,
+    ) {
+        let sock = Socket::from(stream);
+        if sock.set_nonblocking(true).is_err() || sock.set_nodelay(true).is_err() {
+            return;
+        }
+        let resp = MpaResponder::new(ResponderConfig {
+            crc_required: shared.opts.crc,
+        });
+        let conn = Arc::new(TcpConn::new(
+            id,
+            shared,
+            sock,
+            peer,
+            Phase::AwaitRequest {
+                resp,
+                sp,
+                deadline: Instant::now() + REQUEST_TIMEOUT,
+            },
+        ));
+        shared.set_timed(id, true);
+        if shared
+            .register(&conn, EventFlags::IN | EventFlags::RDHUP)
+            .is_err()
+        {
+            shared.deregister(&conn);
+        }
+    }
+
+    fn mss_mulpdu(&self) -> usize {
+        let mss = self.sock.mss().unwrap_or(1460) as usize;
+        mulpdu_for_emss(mss.clamp(64, 65535)).min(MAX_ULPDU_LEN)
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Events from the progress thread
+
+    pub(crate) fn on_event(self: &Arc<Self>, flags: EventFlags) {
+        if flags.intersects(EventFlags::OUT | EventFlags::ERR | EventFlags::HUP) {
+            self.on_writable();
+        }
+        if flags.intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::ERR | EventFlags::HUP)
+        {
+            self.read_and_process(flags.intersects(EventFlags::ERR | EventFlags::HUP));
+        }
+    }
+
+    fn on_writable(self: &Arc<Self>) {
+        // A finished connect?
+        {
+            let mut rx = lock(&self.rx);
+            if let Phase::Connecting { .. } = rx.phase {
+                let res = match self.sock.take_error() {
+                    Ok(None) => self.sock.peer_addr().map(|_| ()),
+                    Ok(Some(e)) | Err(e) => Err(e),
+                };
+                let Phase::Connecting { init, attempt } =
+                    std::mem::replace(&mut rx.phase, Phase::Dead)
+                else {
+                    unreachable!()
+                };
+                match res {
+                    Ok(()) => {
+                        let request = init.request().to_vec();
+                        rx.phase = Phase::AwaitReply { init, attempt };
+                        drop(rx);
+                        let mut tx = lock(&self.tx);
+                        tx.ctl.push_back((request, false));
+                        let done = self.flush_locked(&mut tx);
+                        drop(tx);
+                        self.update_interest(!done);
+                        return;
+                    }
+                    Err(e) => {
+                        drop(rx);
+                        self.kill();
+                        if let Some(ep) = self.ep() {
+                            let kind = if io_kind(&e) == ErrorKind::ConnectionRefused {
+                                ConnectionEventKind::NonPeerRejected
+                            } else {
+                                ConnectionEventKind::Unreachable
+                            };
+                            ep.attempt_failed(attempt, kind, Vec::new());
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        let (done, notify) = {
+            let mut tx = lock(&self.tx);
+            let done = self.flush_locked(&mut tx);
+            let notify = done && std::mem::take(&mut tx.notify);
+            (done, notify)
+        };
+        self.update_interest(!done);
+        if notify {
+            if let Some(ep) = self.ep() {
+                ep.tx_drained(self.id);
+            }
+        }
+    }
+
+    pub(crate) fn on_readable(self: &Arc<Self>) {
+        self.read_and_process(false);
+    }
+
+    fn read_and_process(self: &Arc<Self>, hangup: bool) {
+        let mut rx = lock(&self.rx);
+        loop {
+            if matches!(rx.phase, Phase::Dead | Phase::Connecting { .. }) {
+                return;
+            }
+            if rx.stalled.is_some() {
+                if hangup {
+                    // Waiting for a receive buffer, and the socket failed or fully closed.
+                    self.on_eof(rx, true);
+                }
+                return;
+            }
+            if rx.start < rx.end {
+                rx = match self.process(rx) {
+                    Some(g) => g,
+                    None => return,
+                };
+            }
+            // Make room.
+            if rx.start > 0 && (rx.end == rx.buf.len() || rx.start == rx.end) {
+                let (s, e) = (rx.start, rx.end);
+                rx.buf.copy_within(s..e, 0);
+                rx.end = e - s;
+                rx.start = 0;
+            }
+            let end = rx.end;
+            let n = match (&self.sock).read(&mut rx.buf[end..]) {
+                Ok(0) => {
+                    self.peer_fin.store(true, Ordering::SeqCst);
+                    self.on_eof(rx, false);
+                    return;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.on_eof(rx, true);
+                    return;
+                }
+            };
+            rx.end += n;
+        }
+    }
+
+    /// The peer closed (or the socket failed).
+    fn on_eof(self: &Arc<Self>, mut rx: MutexGuard<'_, Rx>, error: bool) {
+        rx.peer_gone = true;
+        let phase = std::mem::replace(&mut rx.phase, Phase::Dead);
+        let held = rx.recv.take();
+        drop(rx);
+        match phase {
+            Phase::AwaitReply { attempt, .. } | Phase::Connecting { attempt, .. } => {
+                self.kill();
+                if let Some(ep) = self.ep() {
+                    ep.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
+                }
+            }
+            Phase::Established => {
+                let ep = self.ep();
+                if let (Some(ep), Some((wr, _))) = (&ep, held) {
+                    ep.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+                }
+                self.kill();
+                if let Some(ep) = ep {
+                    ep.peer_closed(self.id, error);
+                }
+            }
+            Phase::AwaitAccept { resp } => {
+                // The CR stays; accept finds the requester gone.
+                lock(&self.rx).phase = Phase::AwaitAccept { resp };
+                self.pause_rx();
+            }
+            _ => self.kill(),
+        }
+    }
+
+    fn pause_rx(&self) {
+        self.rx_paused.store(true, Ordering::SeqCst);
+        let want = lock(&self.tx).want_out;
+        self.update_interest(want);
+    }
+
+    fn resume_rx(&self) {
+        self.rx_paused.store(false, Ordering::SeqCst);
+        let want = lock(&self.tx).want_out;
+        self.update_interest(want);
+    }
+
+    /// Deregisters and shuts the socket down; the connection is gone.
+    fn kill(&self) {
+        {
+            let mut rx = lock(&self.rx);
+            rx.phase = Phase::Dead;
+        }
+        {
+            let mut tx = lock(&self.tx);
+            tx.failed = true;
+            tx.job = None;
+            tx.ctl.clear();
+            tx.pieces.clear();
+            tx.at = 0;
+        }
+        let _ = self.sock.shutdown(Shutdown::Both);
+        if let Some(s) = self.shared() {
+            s.deregister(self);
+        }
+    }
+
+    /// The IA is going away.
+    pub(crate) fn abort(&self) {
+        self.kill();
+    }
+
+    pub(crate) fn on_wake(self: &Arc<Self>) {
+        let rx = lock(&self.rx);
+        let Some(ulpdu) = rx.stalled.as_ref().cloned() else {
+            return;
+        };
+        let mut rx = rx;
+        rx.stalled = None;
+        rx.rnr_until = None;
+        match self.handle_ulpdu(&mut rx, &ulpdu) {
+            Step::Go => {}
+            Step::Stall => {
+                // Still no buffer: keep waiting (the deadline stays as first set).
+                return;
+            }
+            Step::Stop => return,
+        }
+        drop(rx);
+        self.resume_rx();
+        self.on_readable();
+    }
+
+    pub(crate) fn on_tick(self: &Arc<Self>, now: Instant) {
+        let mut rx = lock(&self.rx);
+        match &rx.phase {
+            Phase::AwaitRequest { deadline, .. } | Phase::Closing { deadline } => {
+                if now >= *deadline {
+                    drop(rx);
+                    self.kill();
+                }
+            }
+            Phase::Connecting { attempt, .. } | Phase::AwaitReply { attempt, .. } => {
+                let attempt = *attempt;
+                drop(rx);
+                // The DAT layer gave up (timeout, free, close): drop the socket.
+                let stale = self.ep().is_none_or(|ep| {
+                    !ep.attempt_pending(attempt, EpState::ActiveConnectionPending)
+                });
+                if stale {
+                    self.kill();
+                }
+            }
+            Phase::Established => {
+                if rx.rnr_until.is_some_and(|t| now >= t) {
+                    let ulpdu = rx.stalled.take().unwrap_or_default();
+                    rx.rnr_until = None;
+                    self.fail(
+                        rx,
+                        TerminateCause::DdpUntagged(DdpUntaggedErrorCode::NoBuffer),
+                        &ulpdu,
+                    );
+                } else if rx.stalled.is_none() {
+                    if let Some(s) = self.shared() {
+                        s.set_timed(self.id, false);
+                    }
+                }
+            }
+            _ => {
+                if let Some(s) = self.shared() {
+                    s.set_timed(self.id, false);
+                }
+            }
+        }
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Receive processing
+
+    /// Processes whatever the staging buffer holds. Returns the guard to go on reading, or None
+    /// when reading must stop (stalled, dead, or the lock had to be released).
+    fn process<'a>(self: &'a Arc<Self>, mut rx: MutexGuard<'a, Rx>) -> Option<MutexGuard<'a, Rx>> {
+        loop {
+            match &mut rx.phase {
+                Phase::AwaitReply { .. } => {
+                    let (s, e) = (rx.start, rx.end);
+                    let bytes = rx.buf[s..e].to_vec();
+                    rx.start = e;
+                    let Phase::AwaitReply { init, attempt } = &mut rx.phase else {
+                        unreachable!()
+                    };
+                    let attempt = *attempt;
+                    match init.feed(&bytes) {
+                        Ok(None) => return Some(rx),
+                        Ok(Some(InitiatorEvent::Accepted(acc))) => {
+                            rx.phase = Phase::Established;
+                            rx.crc = acc.negotiated.crc;
+                            // The stream after the Reply is FPDUs.
+                            rx.start = 0;
+                            rx.end = acc.leftover.len();
+                            rx.buf[..acc.leftover.len()].copy_from_slice(&acc.leftover);
+                            if !self.active_established(&mut rx, attempt, acc) {
+                                drop(rx);
+                                self.kill();
+                                return None;
+                            }
+                            continue;
+                        }
+                        Ok(Some(InitiatorEvent::Rejected { private_data })) => {
+                            rx.phase = Phase::Closing {
+                                deadline: Instant::now() + LINGER,
+                            };
+                            drop(rx);
+                            self.kill();
+                            if let Some(ep) = self.ep() {
+                                ep.attempt_failed(
+                                    attempt,
+                                    ConnectionEventKind::PeerRejected,
+                                    private_data,
+                                );
+                            }
+                            return None;
+                        }
+                        Err(_) => {
+                            drop(rx);
+                            self.kill();
+                            if let Some(ep) = self.ep() {
+                                ep.attempt_failed(
+                                    attempt,
+                                    ConnectionEventKind::NonPeerRejected,
+                                    Vec::new(),
+                                );
+                            }
+                            return None;
+                        }
+                    }
+                }
+                Phase::AwaitRequest { .. } => {
+                    let (s, e) = (rx.start, rx.end);
+                    let bytes = rx.buf[s..e].to_vec();
+                    rx.start = e;
+                    let Phase::AwaitRequest { resp, sp, .. } = &mut rx.phase else {
+                        unreachable!()
+                    };
+                    match resp.feed(&bytes) {
+                        Ok(None) => return Some(rx),
+                        Ok(Some(ResponderEvent::Request(req))) => {
+                            let sp = sp.clone();
+                            let Phase::AwaitRequest { resp, .. } =
+                                std::mem::replace(&mut rx.phase, Phase::Dead)
+                            else {
+                                unreachable!()
+                            };
+                            rx.phase = Phase::AwaitAccept { resp };
+                            drop(rx);
+                            if let Some(s) = self.shared() {
+                                s.set_timed(self.id, false);
+                            }
+                            self.deliver_request(sp, req.private_data);
+                            return None;
+                        }
+                        Ok(Some(ResponderEvent::Refused { reply, .. })) => {
+                            rx.phase = Phase::Closing {
+                                deadline: Instant::now() + LINGER,
+                            };
+                            drop(rx);
+                            self.send_and_close(reply);
+                            return None;
+                        }
+                        Err(_) => {
+                            drop(rx);
+                            self.kill();
+                            return None;
+                        }
+                    }
+                }
+                Phase::AwaitAccept { .. } => {
+                    // The initiator sends nothing before the Reply; keep what came.
+                    if rx.end == rx.buf.len() {
+                        drop(rx);
+                        self.kill();
+                        return None;
+                    }
+                    return Some(rx);
+                }
+                Phase::Closing { .. } => {
+                    rx.start = rx.end; // discard
+                    return Some(rx);
+                }
+                Phase::Dead | Phase::Connecting { .. } => return None,
+                Phase::Established => {}
+            }
+            // FPDUs.
+            loop {
+                let (s, e) = (rx.start, rx.end);
+                let found = split_fpdu(&rx.buf[s..e], rx.crc);
+                match found {
+                    Ok(None) => {
+                        // A frame longer than the buffer cannot happen (ULPDU <= 65535).
+                        return Some(rx);
+                    }
+                    Ok(Some((range, total))) => {
+                        let ulpdu_at = s + range.start..s + range.end;
+                        rx.start = s + total;
+                        // The ULPDU is borrowed from the buffer while the engine runs; the
+                        // handler never touches `buf`.
+                        let buf = std::mem::take(&mut rx.buf);
+                        let step = self.handle_ulpdu(&mut rx, &buf[ulpdu_at]);
+                        rx.buf = buf;
+                        match step {
+                            Step::Go => {}
+                            Step::Stall | Step::Stop => return None,
+                        }
+                    }
+                    Err(err) => {
+                        let cause = err
+                            .terminate_cause()
+                            .unwrap_or(TerminateCause::Llp(LlpErrorCode::CrcError));
+                        self.fail(rx, cause, &[]);
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One inbound ULPDU of an established connection.
+    fn handle_ulpdu(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, ulpdu: &[u8]) -> Step {
+        let seg = match Segment::parse(ulpdu) {
+            Ok(s) => s,
+            Err(e) => {
+                let cause = e
+                    .terminate_cause()
+                    .unwrap_or(TerminateCause::rdmap_local_catastrophic());
+                return self.fail_in(rx, cause, ulpdu);
+            }
+        };
+        let first = !rx.got_first;
+        if first {
+            rx.got_first = true;
+            self.release_hold();
+        }
+        let Some(ep) = self.ep() else {
+            return Step::Stop;
+        };
+        // A Send's first segment takes a receive buffer before anything else is checked, so
+        // that a Send that must wait leaves the order state untouched.
+        if let Segment::Send { mo: 0, .. } = seg {
+            if rx.recv.is_none() {
+                match ep.rx_send_take() {
+                    RxTake::Buffer(wr) => rx.recv = Some((wr, false)),
+                    RxTake::NoBuffer => {
+                        rx.stalled = Some(ulpdu.to_vec());
+                        if rx.rnr_until.is_none() {
+                            rx.rnr_until = Some(Instant::now() + RNR_GRACE);
+                        }
+                        self.rx_paused.store(true, Ordering::SeqCst);
+                        let want = lock(&self.tx).want_out;
+                        self.update_interest(want);
+                        if let Some(s) = self.shared() {
+                            s.set_timed(self.id, true);
+                        }
+                        return Step::Stall;
+                    }
+                    RxTake::NotConnected => return Step::Stop,
+                }
+            }
+        }
+        if let Err(e) = rx.untagged.check(&seg).and_then(|_| rx.tagged.check(&seg)) {
+            let cause = e
+                .terminate_cause()
+                .unwrap_or(TerminateCause::rdmap_local_catastrophic());
+            return self.fail_in(rx, cause, ulpdu);
+        }
+        match seg {
+            Segment::Send {
+                last,
+                mo,
+                solicited,
+                payload,
+                ..
+            } => {
+                let Some((wr, _)) = rx.recv.take() else {
+                    return self.fail_in(
+                        rx,
+                        TerminateCause::DdpUntagged(DdpUntaggedErrorCode::InvalidMo),
+                        ulpdu,
+                    );
+                };
+                if !place_at(payload, &wr.segs, mo as u64) {
+                    ep.rx_send_done(&wr, DtoStatus::LocalLength, 0, true);
+                    return self.fail_in(
+                        rx,
+                        TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MessageTooLong),
+                        ulpdu,
+                    );
+                }
+                if last {
+                    let len = mo as u64 + payload.len() as u64;
+                    ep.rx_send_done(&wr, DtoStatus::Success, len, solicited);
+                } else {
+                    rx.recv = Some((wr, solicited));
+                }
+                Step::Go
+            }
+            Segment::Write {
+                stag, to, payload, ..
+            } => {
+                if payload.is_empty() {
+                    return Step::Go; // nothing to place (the Write RTR is one of these)
+                }
+                match ep.rx_write(stag, to, Payload::Bytes(payload)) {
+                    Ok(()) => Step::Go,
+                    Err(RxWriteFault::Access(f)) => self.fail_in(rx, tagged_cause(f), ulpdu),
+                    Err(RxWriteFault::NotConnected) => Step::Stop,
+                }
+            }
+            Segment::ReadRequest { request, .. } => {
+                if first && request.size == 0 && request.source_stag == RTR_STAG {
+                    // The Read RTR: answer with a zero-length response, no engine involved.
+                    let resp = Segment::ReadResponse {
+                        last: true,
+                        stag: request.sink_stag,
+                        to: request.sink_to,
+                        payload: &[],
+                    };
+                    self.send_ctl_segment(&resp);
+                    return Step::Go;
+                }
+                match ep.rx_read_request(
+                    request.sink_stag,
+                    request.sink_to,
+                    request.size as u64,
+                    request.source_stag,
+                    request.source_to,
+                ) {
+                    Ok(()) => Step::Go,
+                    Err(RxReadFault::Access(f)) => self.fail_in(rx, rdmap_cause(f), ulpdu),
+                    Err(RxReadFault::IrdExceeded) => self.fail_in(
+                        rx,
+                        TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MsnRange),
+                        ulpdu,
+                    ),
+                    Err(RxReadFault::NotConnected) => Step::Stop,
+                }
+            }
+            Segment::ReadResponse {
+                last,
+                stag,
+                to,
+                payload,
+            } => {
+                if rx.rtr_read_pending && payload.is_empty() && last {
+                    rx.rtr_read_pending = false;
+                    return Step::Go;
+                }
+                match ep.rx_read_response_segment(stag, to, payload, last) {
+                    RxResponse::Placed => Step::Go,
+                    RxResponse::NotConnected => Step::Stop,
+                    RxResponse::Unexpected => self.fail_in(
+                        rx,
+                        TerminateCause::rdmap_operation(RdmapErrorCode::UnexpectedOpcode),
+                        ulpdu,
+                    ),
+                }
+            }
+            Segment::Terminate { message, .. } => {
+                // The peer ends the stream. A refused Read Request is reported on the read.
+                let read_refused = message.rdmap_header.is_some()
+                    || message.ddp.is_some_and(|d| {
+                        d.header.first().is_some_and(|c| c & 0x80 == 0)
+                            && d.header.get(1).map(|b| b & 0x0f)
+                                == Some(iwarp::Opcode::ReadRequest as u8)
+                    });
+                let held = rx.recv.take();
+                rx.phase = Phase::Closing {
+                    deadline: Instant::now() + LINGER,
+                };
+                if let Some((wr, _)) = held {
+                    ep.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+                }
+                if read_refused {
+                    ep.fail_oldest_read(DtoStatus::RemoteAccess);
+                }
+                ep.peer_closed(self.id, true);
+                self.start_close(true);
+                Step::Stop
+            }
+        }
+    }
+
+    /// Sends a Terminate for `ulpdu` with `cause`, breaks the endpoint and closes the stream.
+    fn fail(self: &Arc<Self>, mut rx: MutexGuard<'_, Rx>, cause: TerminateCause, ulpdu: &[u8]) {
+        let _ = self.fail_in(&mut rx, cause, ulpdu);
+    }
+
+    fn fail_in(
+        self: &Arc<Self>,
+        rx: &mut MutexGuard<'_, Rx>,
+        cause: TerminateCause,
+        ulpdu: &[u8],
+    ) -> Step {
+        let held = rx.recv.take();
+        rx.stalled = None;
+        rx.rnr_until = None;
+        rx.phase = Phase::Closing {
+            deadline: Instant::now() + LINGER,
+        };
+        if let Some(s) = self.shared() {
+            s.set_timed(self.id, true);
+        }
+        let term = Segment::Terminate {
+            msn: 1,
+            message: TerminateMessage::for_failed_segment(cause, ulpdu),
+        };
+        {
+            let mut tx = lock(&self.tx);
+            let mut out = Vec::new();
+            if tx.enc.encode_segment(&term, &mut out).is_ok() {
+                tx.abandon = true;
+                tx.hold = false;
+                tx.ctl.push_back((out, true));
+            }
+        }
+        let ep = self.ep();
+        if let (Some(ep), Some((wr, _))) = (&ep, held) {
+            ep.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+        }
+        if let Some(ep) = ep {
+            // Flushes everything; its close (below, or through the engine) sends the Terminate
+            // and shuts the stream down.
+            ep.end_connection(ConnectionEventKind::Broken, false);
+        }
+        self.start_close(true);
+        Step::Stop
+    }
+
+    fn deliver_request(self: &Arc<Self>, sp: Weak<SpInner>, private_data: Vec<u8>) {
+        let remote = *lock(&self.remote);
+        let Some(sp) = sp.upgrade().filter(|s| !s.freed.load(Ordering::Acquire)) else {
+            let req = TcpRequest {
+                conn: self.clone(),
+                info: CrArrivalInfo {
+                    remote_addr: SocketAddr::new(remote.ip(), 0),
+                    remote_port_qual: remote.port() as u64,
+                    private_data,
+                },
+            };
+            req.reject(&[]);
+            return;
+        };
+        ServicePoint(sp).request_arrived(Box::new(TcpRequest {
+            conn: self.clone(),
+            info: CrArrivalInfo {
+                remote_addr: SocketAddr::new(remote.ip(), 0),
+                remote_port_qual: remote.port() as u64,
+                private_data,
+            },
+        }));
+    }
+
+    /// The active side got the Reply: set up framing, send the RTR, report ESTABLISHED.
+    fn active_established(
+        self: &Arc<Self>,
+        rx: &mut MutexGuard<'_, Rx>,
+        attempt: u64,
+        acc: iwarp::mpa::Accepted,
+    ) -> bool {
+        let neg = acc.negotiated;
+        {
+            let mut tx = lock(&self.tx);
+            tx.enc = FpduEncoder::new(neg.crc);
+            tx.mulpdu = self.mss_mulpdu();
+            if let Some(rtr) = neg.rtr {
+                let msn = if rtr == Rtr::Read {
+                    let m = tx.msn_read;
+                    tx.msn_read += 1;
+                    rx.rtr_read_pending = true;
+                    m
+                } else {
+                    1
+                };
+                let mut out = Vec::new();
+                if tx.enc.encode_segment(&rtr.segment(msn), &mut out).is_ok() {
+                    tx.ctl.push_back((out, true));
+                }
+            }
+        }
+        if let Some(s) = self.shared() {
+            s.set_timed(self.id, false);
+        }
+        let Some(ep) = self.ep() else {
+            return false;
+        };
+        let remote = *lock(&self.remote);
+        let conn: Arc<dyn Connection> = self.clone();
+        if !ep.established(
+            attempt,
+            conn,
+            neg.ird as usize,
+            neg.ord as usize,
+            SocketAddr::new(remote.ip(), 0),
+        ) {
+            return false;
+        }
+        // The RTR goes first.
+        let done = {
+            let mut tx = lock(&self.tx);
+            self.flush_locked(&mut tx)
+        };
+        if !done {
+            lock(&self.tx).want_out = true;
+        }
+        self.update_interest(!done);
+        ep.report_established(acc.private_data);
+        true
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Transmit
+
+    fn release_hold(&self) {
+        let (done, notify) = {
+            let mut tx = lock(&self.tx);
+            if !tx.hold {
+                return;
+            }
+            tx.hold = false;
+            let done = self.flush_locked(&mut tx);
+            (done, done && std::mem::take(&mut tx.notify))
+        };
+        self.update_interest(!done);
+        if notify {
+            if let Some(ep) = self.ep() {
+                ep.tx_drained(self.id);
+            }
+        }
+    }
+
+    fn send_ctl_segment(&self, seg: &Segment<'_>) {
+        let done = {
+            let mut tx = lock(&self.tx);
+            let mut out = Vec::new();
+            if tx.enc.encode_segment(seg, &mut out).is_err() {
+                return;
+            }
+            tx.ctl.push_back((out, true));
+            self.flush_locked(&mut tx)
+        };
+        if !done {
+            self.update_interest(true);
+        }
+    }
+
+    /// Sends `bytes` (an MPA frame), then shuts the stream down and lingers for the FIN.
+    fn send_and_close(self: &Arc<Self>, bytes: Vec<u8>) {
+        {
+            let mut tx = lock(&self.tx);
+            tx.ctl.push_back((bytes, false));
+        }
+        self.start_close(false);
+    }
+
+    /// Shuts the sending side down once everything queued is written; the socket lingers for
+    /// the peer's FIN.
+    fn start_close(self: &Arc<Self>, abandon: bool) {
+        let done = {
+            let mut tx = lock(&self.tx);
+            tx.shut_after = true;
+            if abandon {
+                tx.abandon = true;
+            }
+            self.flush_locked(&mut tx)
+        };
+        if let Some(s) = self.shared() {
+            s.set_timed(self.id, true);
+        }
+        {
+            let mut rx = lock_try(&self.rx);
+            if let Some(rx) = rx.as_mut() {
+                if matches!(rx.phase, Phase::Established | Phase::AwaitAccept { .. }) {
+                    rx.phase = Phase::Closing {
+                        deadline: Instant::now() + LINGER,
+                    };
+                }
+            }
+        }
+        if self.peer_fin.load(Ordering::SeqCst) && done {
+            self.kill();
+            return;
+        }
+        self.update_interest(!done);
+    }
+
+    /// Writes as much as the socket takes. True when nothing is left.
+    fn flush_locked(&self, tx: &mut Tx) -> bool {
+        if tx.failed {
+            return true;
+        }
+        loop {
+            if tx.at == tx.pieces.len() && !self.fill(tx) {
+                tx.want_out = false;
+                if tx.job.is_some() || !tx.ctl.is_empty() {
+                    return false; // held until the initiator's first FPDU
+                }
+                if tx.shut_after && !tx.shut {
+                    tx.shut = true;
+                    let _ = self.sock.shutdown(Shutdown::Write);
+                }
+                return true;
+            }
+            let mut io: ArrayVec<IoPiece<'_>, MAX_GATHER> = ArrayVec::new();
+            let mut skip = tx.skip;
+            for p in &tx.pieces[tx.at..] {
+                if io.is_full() {
+                    break;
+                }
+                let piece = match *p {
+                    Piece::Frame(a, b) => IoPiece::Bytes(&tx.frames[a + skip..b]),
+                    Piece::Mem { seg, offset, len } => {
+                        let Some(s) = tx.job.as_ref().and_then(|j| j.segs.get(seg)) else {
+                            break;
+                        };
+                        IoPiece::Region {
+                            mem: &s.region,
+                            offset: offset + skip,
+                            len: len - skip,
+                        }
+                    }
+                };
+                skip = 0;
+                io.push(piece);
+            }
+            if io.is_empty() {
+                tx.pieces.clear();
+                tx.at = 0;
+                tx.skip = 0;
+                continue;
+            }
+            let r = send_gather(self.sock.as_fd(), &io);
+            drop(io);
+            match r {
+                Ok(mut n) => {
+                    while n > 0 && tx.at < tx.pieces.len() {
+                        let plen = match tx.pieces[tx.at] {
+                            Piece::Frame(a, b) => b - a,
+                            Piece::Mem { len, .. } => len,
+                        } - tx.skip;
+                        if n >= plen {
+                            n -= plen;
+                            tx.at += 1;
+                            tx.skip = 0;
+                        } else {
+                            tx.skip += n;
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    tx.want_out = true;
+                    return false;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    tx.failed = true;
+                    tx.want_out = false;
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// Frames the next batch: queued control frames first, then FPDUs of the job. False if
+    /// there is nothing to send.
+    fn fill(&self, tx: &mut Tx) -> bool {
+        tx.frames.clear();
+        tx.pieces.clear();
+        tx.at = 0;
+        tx.skip = 0;
+        if tx.abandon {
+            tx.job = None;
+        }
+        if tx.job.as_ref().is_some_and(|j| j.framed_last) {
+            tx.job = None;
+        }
+        // Control frames: MPA frames always; FPDUs only when not held.
+        while let Some((bytes, is_fpdu)) = tx.ctl.front() {
+            if *is_fpdu && tx.hold {
+                break;
+            }
+            let a = tx.frames.len();
+            tx.frames.extend_from_slice(bytes);
+            let b = tx.frames.len();
+            tx.pieces.push(Piece::Frame(a, b));
+            tx.ctl.pop_front();
+        }
+        if !tx.pieces.is_empty() || tx.hold || tx.abandon {
+            return !tx.pieces.is_empty();
+        }
+        let Some(mut job) = tx.job.take() else {
+            return false;
+        };
+        let crc_on = tx.enc.crc_enabled();
+        for _ in 0..BATCH_FPDUS {
+            let hdr_len = match job.kind {
+                JobKind::Send { .. } => UNTAGGED_HEADER_LEN,
+                _ => TAGGED_HEADER_LEN,
+            };
+            let max_pay = tx.mulpdu.saturating_sub(hdr_len).max(1) as u64;
+            let pay = (job.total - job.off).min(max_pay);
+            let last = job.off + pay == job.total;
+            let seg = match job.kind {
+                JobKind::Send { msn, solicited } => Segment::Send {
+                    last,
+                    msn,
+                    mo: job.off as u32,
+                    solicited,
+                    invalidate_stag: None,
+                    payload: &[],
+                },
+                JobKind::Write { stag, to } => Segment::Write {
+                    last,
+                    stag,
+                    to: to.wrapping_add(job.off),
+                    payload: &[],
+                },
+                JobKind::ReadResp { stag, to } => Segment::ReadResponse {
+                    last,
+                    stag,
+                    to: to.wrapping_add(job.off),
+                    payload: &[],
+                },
+            };
+            let mut hdr = [0u8; MAX_SEGMENT_HEADER_LEN];
+            let Ok(n) = seg.emit_header(&mut hdr) else {
+                break;
+            };
+            let ulpdu_len = n + pay as usize;
+            let a = tx.frames.len();
+            tx.frames
+                .extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
+            tx.frames.extend_from_slice(&hdr[..n]);
+            let b = tx.frames.len();
+            tx.pieces.push(Piece::Frame(a, b));
+            let mut crc = crc_on.then(crc::Crc32c::new);
+            if let Some(c) = crc.as_mut() {
+                c.update(&tx.frames[a..b]);
+            }
+            // Payload pieces: [off, off+pay) over the gather list.
+            let mut want = pay as usize;
+            let mut skip = job.off;
+            for (i, s) in job.segs.iter().enumerate() {
+                if want == 0 {
+                    break;
+                }
+                if skip >= s.len as u64 {
+                    skip -= s.len as u64;
+                    continue;
+                }
+                let at = skip as usize;
+                let k = (s.len - at).min(want);
+                tx.pieces.push(Piece::Mem {
+                    seg: i,
+                    offset: s.offset + at,
+                    len: k,
+                });
+                if let Some(c) = crc.as_mut() {
+                    s.region.for_each_chunk(s.offset + at, k, |b| c.update(b));
+                }
+                want -= k;
+                skip = 0;
+            }
+            let a = tx.frames.len();
+            let pad = pad_len(ulpdu_len);
+            tx.frames.extend_from_slice(&[0u8; 3][..pad]);
+            if let Some(c) = crc.as_mut() {
+                c.update(&tx.frames[a..]);
+            }
+            let crc_bytes = crc.map(|c| c.wire_bytes()).unwrap_or([0; 4]);
+            tx.frames.extend_from_slice(&crc_bytes);
+            let b = tx.frames.len();
+            tx.pieces.push(Piece::Frame(a, b));
+            debug_assert_eq!(fpdu_len(ulpdu_len), 2 + ulpdu_len + pad + 4, "FPDU framing");
+            job.off += pay;
+            if last {
+                job.framed_last = true;
+                break;
+            }
+        }
+        tx.job = Some(job);
+        true
+    }
+
+    fn start_job(&self, tx: &mut Tx, msg: OutMsg<'_>) -> Result<(), TxOutcome> {
+        let (kind, payload) = match msg {
+            OutMsg::Send { solicited, payload } => {
+                let msn = tx.msn_send;
+                tx.msn_send = tx.msn_send.wrapping_add(1);
+                (JobKind::Send { msn, solicited }, payload)
+            }
+            OutMsg::Write { stag, to, payload } => (JobKind::Write { stag, to }, payload),
+            OutMsg::ReadResponse {
+                sink_stag,
+                sink_to,
+                payload,
+            } => (
+                JobKind::ReadResp {
+                    stag: sink_stag,
+                    to: sink_to,
+                },
+                payload,
+            ),
+            OutMsg::ReadRequest {
+                sink_stag,
+                sink_to,
+                len,
+                src_stag,
+                src_to,
+            } => {
+                let msn = tx.msn_read;
+                tx.msn_read = tx.msn_read.wrapping_add(1);
+                let Ok(read_size) = u32::try_from(len) else {
+                    return Err(TxOutcome::Failed(DtoStatus::LocalLength));
+                };
+                let seg = Segment::ReadRequest {
+                    msn,
+                    request: ReadRequest {
+                        sink_stag: sink_stag.max(1),
+                        sink_to,
+                        size: read_size,
+                        source_stag: src_stag,
+                        source_to: src_to,
+                    },
+                };
+                let mut out = Vec::with_capacity(64);
+                if tx.enc.encode_segment(&seg, &mut out).is_err() {
+                    return Err(TxOutcome::Broken);
+                }
+                tx.ctl.push_back((out, true));
+                return Ok(());
+            }
+        };
+        let segs = match payload {
+            Payload::Segs(s) => s.to_vec(),
+            Payload::Bytes(_) => return Err(TxOutcome::Broken), // the engine sends from memory
+        };
+        if matches!(kind, JobKind::Send { .. }) && u32::try_from(payload.len()).is_err() {
+            return Err(TxOutcome::Failed(DtoStatus::LocalLength));
+        }
+        tx.job = Some(TxJob {
+            kind,
+            total: payload.len(),
+            segs,
+            off: 0,
+            framed_last: false,
+        });
+        tx.abandon = false;
+        Ok(())
+    }
+}
+
+fn lock_try<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Go,
+    Stall,
+    Stop,
+}
+
+fn tagged_cause(f: RemoteFault) -> TerminateCause {
+    TerminateCause::DdpTagged(match f {
+        RemoteFault::InvalidStag => DdpTaggedErrorCode::InvalidStag,
+        RemoteFault::BaseBounds => DdpTaggedErrorCode::BaseOrBounds,
+        RemoteFault::PzMismatch => DdpTaggedErrorCode::StagNotAssociated,
+        RemoteFault::AccessRights => {
+            return TerminateCause::rdmap_protection(RdmapErrorCode::AccessRights)
+        }
+    })
+}
+
+fn rdmap_cause(f: RemoteFault) -> TerminateCause {
+    TerminateCause::rdmap_protection(match f {
+        RemoteFault::InvalidStag => RdmapErrorCode::InvalidStag,
+        RemoteFault::BaseBounds => RdmapErrorCode::BaseOrBounds,
+        RemoteFault::PzMismatch => RdmapErrorCode::StagNotAssociated,
+        RemoteFault::AccessRights => RdmapErrorCode::AccessRights,
+    })
+}
+
+impl Connection for TcpConn {
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        let (out, want_out) = {
+            let mut tx = lock(&self.tx);
+            if tx.failed || tx.shut {
+                return if self.peer_fin.load(Ordering::SeqCst) {
+                    TxOutcome::PeerClosed
+                } else {
+                    TxOutcome::Broken
+                };
+            }
+            if let Err(o) = self.start_job(&mut tx, msg) {
+                return o;
+            }
+            if self.flush_locked(&mut tx) {
+                if tx.failed {
+                    (
+                        if self.peer_fin.load(Ordering::SeqCst) {
+                            TxOutcome::PeerClosed
+                        } else {
+                            TxOutcome::Broken
+                        },
+                        false,
+                    )
+                } else {
+                    (TxOutcome::Sent, false)
+                }
+            } else {
+                tx.notify = true;
+                (TxOutcome::Queued, tx.want_out)
+            }
+        };
+        if want_out {
+            self.update_interest(true);
+        }
+        out
+    }
+
+    fn wake_peer(&self) {
+        if let Some(s) = self.shared() {
+            s.wake_conn(self.id);
+        }
+    }
+
+    fn close(&self, broken: bool) {
+        let done = {
+            let mut tx = lock(&self.tx);
+            tx.shut_after = true;
+            if broken || tx.hold {
+                // (Held FPDUs may never go: the initiator has not spoken yet. The engine
+                // flushes their DTOs.)
+                tx.abandon = true;
+                tx.hold = false;
+                tx.ctl.retain(|(_, fpdu)| !fpdu);
+            }
+            self.flush_locked(&mut tx)
+        };
+        if let Some(s) = self.shared() {
+            s.set_timed(self.id, true);
+            if let Some(mut rx) = lock_try(&self.rx) {
+                if matches!(rx.phase, Phase::Established) {
+                    rx.phase = Phase::Closing {
+                        deadline: Instant::now() + LINGER,
+                    };
+                }
+            }
+            s.modify(self, self.interest(!done));
+        }
+    }
+
+    fn remote_addr(&self) -> IaAddress {
+        let r = *lock(&self.remote);
+        SocketAddr::new(r.ip(), 0)
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// A connection request waiting for accept or reject.
+struct TcpRequest {
+    conn: Arc<TcpConn>,
+    info: CrArrivalInfo,
+}
+
+impl PendingRequest for TcpRequest {
+    fn accept(&self, ep: &Arc<EpInner>, private_data: &[u8]) -> bool {
+        let c = &self.conn;
+        let mut rx = lock(&c.rx);
+        // The requester may have gone (its connect timed out) without us having read its FIN.
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        if rx.peer_gone || matches!(c.sock.peek(&mut probe), Ok(0)) {
+            return false;
+        }
+        let Phase::AwaitAccept { resp } = &mut rx.phase else {
+            return false;
+        };
+        let (ird, ord) = ep.read_depths();
+        let max = iwarp::mpa::IRD_ORD_MAX as usize;
+        let (mut ird, mut ord) = (ird.min(max) as u16, ord.min(max) as u16);
+        if let Some(iwarp::mpa::Revision::V2 {
+            ird_ord: Some(peer),
+        }) = resp.pending_request().map(|r| r.revision)
+        {
+            // Inbound depth: no more than the initiator will use; outbound: no more than it
+            // offers. (A Read RTR needs one inbound slot.)
+            ird = ird
+                .min(peer.ord)
+                .max(u16::from(peer.peer_to_peer && ird > 0));
+            ord = ord.min(peer.ird);
+        }
+        let reply = match resp.accept(private_data, ird, ord) {
+            Ok(r) => r,
+            Err(_) => return false,
+        };
+        let Some(neg) = resp.negotiated().copied() else {
+            return false;
+        };
+        rx.phase = Phase::Established;
+        rx.crc = neg.crc;
+        {
+            let mut tx = lock(&c.tx);
+            tx.enc = FpduEncoder::new(neg.crc);
+            tx.mulpdu = c.mss_mulpdu();
+            tx.ctl.push_back((reply, false));
+            tx.hold = true; // until the initiator's first FPDU
+            c.flush_locked(&mut tx);
+        }
+        *lock(&c.ep) = Arc::downgrade(ep);
+        let remote = *lock(&c.remote);
+        let conn: Arc<dyn Connection> = c.clone();
+        if !ep.established(
+            ep.current_attempt(),
+            conn,
+            neg.ird as usize,
+            neg.ord as usize,
+            SocketAddr::new(remote.ip(), 0),
+        ) {
+            drop(rx);
+            c.kill();
+            return false;
+        }
+        let pending = rx.end > rx.start;
+        drop(rx);
+        ep.report_established(Vec::new());
+        let want = lock(&c.tx).want_out;
+        c.update_interest(want);
+        if pending {
+            c.on_readable();
+        }
+        true
+    }
+
+    fn reject(&self, private_data: &[u8]) {
+        let c = &self.conn;
+        let mut rx = lock(&c.rx);
+        let Phase::AwaitAccept { resp } = &mut rx.phase else {
+            return;
+        };
+        let reply = resp.reject(private_data).ok();
+        rx.phase = Phase::Closing {
+            deadline: Instant::now() + LINGER,
+        };
+        drop(rx);
+        match reply {
+            Some(r) => c.send_and_close(r),
+            None => c.kill(),
+        }
+    }
+
+    fn info(&self) -> &CrArrivalInfo {
+        &self.info
+    }
+}
