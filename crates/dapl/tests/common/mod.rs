@@ -7,17 +7,39 @@ use std::time::Duration;
 use dapl::*;
 
 /// The links the conformance suite runs over. Each test is instantiated once per entry.
-pub const LINKS: &[&str] = &["loopback"];
+pub const LINKS: &[&str] = &["loopback", "tcp"];
+
+/// True if a Send or RDMA Write completes only once the peer has placed it (loopback). Over
+/// tcp it completes when TCP has taken its last byte (RFC 5040 local completion; Linux siw
+/// does the same), so a peer without a receive buffer does not hold the sender's queue, and
+/// an RDMA Write the peer refuses has already completed successfully when the peer's
+/// Terminate breaks the connection.
+pub fn completes_at_peer(link: &str) -> bool {
+    link == "loopback"
+}
+
+/// Waits until `f` holds, polling: for remote placement, which a local completion does not
+/// order on tcp (only a later Send's receive completion does).
+#[track_caller]
+pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < end, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 /// Generous timeout for events that must arrive.
 pub const T: Option<Duration> = Some(Duration::from_secs(10));
 
-static NEXT_QUAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100_000);
+static NEXT_QUAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A fresh connection qualifier per use, so tests can run in parallel.
+/// A fresh connection qualifier per use, so tests can run in parallel. Qualifiers are TCP ports
+/// on the tcp link: they stay in 20000..32000, below the kernel's ephemeral range (32768+),
+/// where an outgoing connection's local port could otherwise take a listener's port.
 pub fn qual() -> ConnQual {
-    NEXT_QUAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        + std::process::id() as u64 % 1000 * 50
+    let n = NEXT_QUAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 3000;
+    20_000 + std::process::id() as u64 % 4 * 3000 + n
 }
 
 /// One side: IA, PZ, EVDs, EP.
@@ -133,6 +155,23 @@ impl Pair {
     }
 }
 
+/// Instantiates a test body for the loopback link only, for rules whose setup needs a Send
+/// held by a missing receive buffer (see [`completes_at_peer`]).
+#[macro_export]
+macro_rules! loopback_only {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[test]
+            fn loopback() {
+                let f: fn(&str) = $body;
+                f("loopback");
+            }
+        }
+    };
+}
+
 /// Instantiates a test body once per link: `per_link!(name, |link| { ... });`
 #[macro_export]
 macro_rules! per_link {
@@ -144,6 +183,11 @@ macro_rules! per_link {
             fn loopback() {
                 let f: fn(&str) = $body;
                 f("loopback");
+            }
+            #[test]
+            fn tcp() {
+                let f: fn(&str) = $body;
+                f("tcp");
             }
         }
     };
