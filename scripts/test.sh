@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 [ -f /usr/include/dat2/dat_error.h ] || need_pkgs+=(libdapl-dev)
 command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v ip >/dev/null || need_pkgs+=(iproute2) # tcp_hosts: network namespaces as hosts
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

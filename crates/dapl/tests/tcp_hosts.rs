@@ -1,0 +1,287 @@
+//! The tcp link between processes and between hosts: two processes on 127.0.0.1, and two
+//! network namespaces joined by a veth pair as two hosts. Each moves 64 MiB by RDMA write, RDMA
+//! read and send, verified byte for byte.
+//!
+//! The processes are this test binary run again with `DAPLRS_ROLE` set: the ignored test
+//! `role_child` then acts as server or client.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use dapl::*;
+
+const SIZE: usize = 64 << 20;
+const T: Option<Duration> = Some(Duration::from_secs(60));
+
+/// Deterministic bytes for `seed`: the sides check each other's data without sharing it.
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+fn side(ia_name: &str) -> (InterfaceAdapter, Pz, Evd, Evd, Evd, Endpoint) {
+    let (ia, _) = InterfaceAdapter::open(ia_name, 16).expect("ia_open");
+    let pz = ia.pz_create().unwrap();
+    let recv = ia.evd_create(16, None, EvdFlags::DTO).unwrap();
+    let req = ia.evd_create(16, None, EvdFlags::DTO).unwrap();
+    let conn = ia.evd_create(16, None, EvdFlags::CONNECTION).unwrap();
+    let ep = ia
+        .ep_create(&pz, Some(&recv), Some(&req), Some(&conn), None)
+        .unwrap();
+    (ia, pz, recv, req, conn, ep)
+}
+
+fn dto(evd: &Evd) -> DtoCompletion {
+    let (ev, _) = evd.wait(T, 1).expect("a DTO completion");
+    ev.as_dto().expect("a DTO event").clone()
+}
+
+fn conn_event(evd: &Evd) -> ConnectionEvent {
+    let (ev, _) = evd.wait(T, 1).expect("a connection event");
+    ev.as_connection().expect("a connection event").clone()
+}
+
+/// Server: exposes a 64 MiB region (its RMR triplet goes in the accept's private data), takes
+/// the client's 64 MiB send and checks it, then waits for the client to disconnect.
+fn server(ip: &str, qual: u64) {
+    let (ia, pz, recv, _req, conn, ep) = side(&format!("tcp:{ip}"));
+    let window = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
+    let inbox = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
+    ep.post_recv(
+        &[inbox.triplet(0, SIZE as u64)],
+        1,
+        CompletionFlags::empty(),
+    )
+    .unwrap();
+    let cr_evd = ia.evd_create(4, None, EvdFlags::CR).unwrap();
+    let _psp = ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
+    println!("LISTENING");
+    let (ev, _) = cr_evd.wait(T, 1).expect("a connection request");
+    let cr = ev.as_cr_arrival().unwrap().cr.clone();
+    let t = window.rmr_triplet(0, SIZE as u64);
+    let mut pd = Vec::new();
+    pd.extend_from_slice(&t.rmr_context.to_be_bytes());
+    pd.extend_from_slice(&t.virtual_address.to_be_bytes());
+    cr.accept(Some(&ep), &pd).unwrap();
+    assert_eq!(conn_event(&conn).kind, ConnectionEventKind::Established);
+    let r = dto(&recv);
+    assert_eq!(
+        (r.cookie, r.status, r.transferred_length),
+        (1, DtoStatus::Success, SIZE as u64)
+    );
+    assert!(
+        inbox.to_vec(0, SIZE).unwrap() == pattern(2, SIZE),
+        "the 64 MiB send arrived changed"
+    );
+    // By now the client's write is placed too (it was sent before the send).
+    assert!(
+        window.to_vec(0, SIZE).unwrap() == pattern(1, SIZE),
+        "the 64 MiB RDMA write arrived changed"
+    );
+    let end = conn_event(&conn);
+    assert_eq!(end.kind, ConnectionEventKind::Disconnected);
+    ia.close(CloseFlags::Abrupt).unwrap();
+    println!("SERVER OK");
+}
+
+/// Client: writes 64 MiB into the server's window, reads it back, sends 64 MiB.
+fn client(local: &str, server_ip: &str, qual: u64) {
+    let (ia, pz, _recv, req, conn, ep) = side(&format!("tcp:{local}"));
+    let out = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
+    out.write(0, &pattern(1, SIZE)).unwrap();
+    let back = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
+    let addr = std::net::SocketAddr::new(server_ip.parse().unwrap(), 0);
+    ep.connect(addr, qual, T, b"").unwrap();
+    let est = conn_event(&conn);
+    assert_eq!(est.kind, ConnectionEventKind::Established);
+    let pd = est.private_data;
+    let ctx = u32::from_be_bytes(pd[0..4].try_into().unwrap());
+    let va = u64::from_be_bytes(pd[4..12].try_into().unwrap());
+    let remote = RmrTriplet::new(ctx, va, SIZE as u64);
+    ep.post_rdma_write(
+        &[out.triplet(0, SIZE as u64)],
+        1,
+        &remote,
+        CompletionFlags::empty(),
+    )
+    .unwrap();
+    ep.post_rdma_read(
+        &[back.triplet(0, SIZE as u64)],
+        2,
+        &remote,
+        CompletionFlags::empty(),
+    )
+    .unwrap();
+    let w = dto(&req);
+    assert_eq!((w.cookie, w.status), (1, DtoStatus::Success));
+    let r = dto(&req);
+    assert_eq!(
+        (r.cookie, r.status, r.transferred_length),
+        (2, DtoStatus::Success, SIZE as u64)
+    );
+    assert!(
+        back.to_vec(0, SIZE).unwrap() == pattern(1, SIZE),
+        "the 64 MiB RDMA read returned other bytes than were written"
+    );
+    out.write(0, &pattern(2, SIZE)).unwrap();
+    ep.post_send(&[out.triplet(0, SIZE as u64)], 3, CompletionFlags::empty())
+        .unwrap();
+    let s = dto(&req);
+    assert_eq!((s.cookie, s.status), (3, DtoStatus::Success));
+    // Graceful: the send is on its way before the FIN.
+    ep.disconnect(CloseFlags::Graceful).unwrap();
+    assert_eq!(conn_event(&conn).kind, ConnectionEventKind::Disconnected);
+    ia.close(CloseFlags::Abrupt).unwrap();
+    println!("CLIENT OK");
+}
+
+#[test]
+#[ignore = "run as a child process by the tests below"]
+fn role_child() {
+    let role = std::env::var("DAPLRS_ROLE").expect("DAPLRS_ROLE");
+    let qual: u64 = std::env::var("DAPLRS_QUAL").unwrap().parse().unwrap();
+    let server_ip = std::env::var("DAPLRS_SERVER_IP").unwrap();
+    match role.as_str() {
+        "server" => server(&server_ip, qual),
+        "client" => client(
+            &std::env::var("DAPLRS_CLIENT_IP").unwrap(),
+            &server_ip,
+            qual,
+        ),
+        r => panic!("unknown role {r}"),
+    }
+}
+
+fn spawn(prefix: &[&str], role: &str, server_ip: &str, client_ip: &str, qual: u64) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    cmd.args([
+        "role_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("DAPLRS_ROLE", role)
+    .env("DAPLRS_QUAL", qual.to_string())
+    .env("DAPLRS_SERVER_IP", server_ip)
+    .env("DAPLRS_CLIENT_IP", client_ip)
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("spawn the child")
+}
+
+/// Runs server and client as processes; both must print their OK line and exit 0.
+fn run_pair(server_prefix: &[&str], client_prefix: &[&str], server_ip: &str, client_ip: &str) {
+    let qual = 26_000 + u64::from(std::process::id() % 1000);
+    let mut srv = spawn(server_prefix, "server", server_ip, client_ip, qual);
+    let mut lines = BufReader::new(srv.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("the server ended before listening")
+            .unwrap();
+        if line.contains("LISTENING") {
+            break;
+        }
+    }
+    let cli = spawn(client_prefix, "client", server_ip, client_ip, qual);
+    let cout = cli.wait_with_output().unwrap();
+    let cli_text = String::from_utf8_lossy(&cout.stdout).to_string();
+    let srv_text: Vec<String> = lines.map_while(std::result::Result::ok).collect();
+    let sst = srv.wait().unwrap();
+    assert!(
+        cout.status.success() && cli_text.contains("CLIENT OK"),
+        "client failed: {cli_text}"
+    );
+    assert!(
+        sst.success() && srv_text.iter().any(|l| l.contains("SERVER OK")),
+        "server failed: {srv_text:?}"
+    );
+}
+
+#[test]
+fn tcp_two_processes_move_64_mib_by_write_read_and_send() {
+    run_pair(&[], &[], "127.0.0.1", "127.0.0.1");
+}
+
+/// Two network namespaces joined by a veth pair, created and removed here (needs root, as CI
+/// runs).
+struct Netns {
+    names: [String; 2],
+}
+
+impl Netns {
+    fn create() -> Netns {
+        let id = std::process::id() % 10_000;
+        let names = [format!("dapl-a-{id}"), format!("dapl-b-{id}")];
+        let veth = [format!("dva{id}"), format!("dvb{id}")];
+        let n = Netns { names };
+        let run = |args: &[&str]| {
+            let st = Command::new("ip").args(args).status().expect("run ip");
+            assert!(st.success(), "ip {args:?} failed (this test needs root)");
+        };
+        for ns in &n.names {
+            run(&["netns", "add", ns]);
+            run(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        run(&[
+            "link",
+            "add",
+            &veth[0],
+            "netns",
+            &n.names[0],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &veth[1],
+            "netns",
+            &n.names[1],
+        ]);
+        for (i, (ns, v)) in n.names.iter().zip(&veth).enumerate() {
+            run(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("10.231.0.{}/24", i + 1),
+                "dev",
+                v,
+            ]);
+            run(&["-n", ns, "link", "set", v, "up"]);
+        }
+        n
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[test]
+fn tcp_two_hosts_in_network_namespaces_move_64_mib_by_write_read_and_send() {
+    let n = Netns::create();
+    let a = ["ip", "netns", "exec", n.names[0].as_str()];
+    let b = ["ip", "netns", "exec", n.names[1].as_str()];
+    run_pair(&b, &a, "10.231.0.2", "10.231.0.1");
+}
