@@ -1,0 +1,332 @@
+//! A hostile peer on raw TCP, speaking iWARP through the sans-IO codec, against a dapl-rs tcp
+//! endpoint: each bad frame gets the right Terminate and a close, the endpoint ends BROKEN with
+//! its receive flushed, and no byte of registered memory changes.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use dapl::*;
+use iwarp::mpa::{InitiatorConfig, InitiatorEvent, MpaInitiator};
+use iwarp::rdmap::ReadRequest;
+use iwarp::terminate::{DdpTaggedErrorCode, LlpErrorCode, RdmapErrorCode};
+use iwarp::{FpduDecoder, FpduEncoder, Segment, TerminateCause};
+
+const T: Option<Duration> = Some(Duration::from_secs(10));
+
+struct Target {
+    ia: InterfaceAdapter,
+    conn: Evd,
+    recv: Evd,
+    ep: Endpoint,
+    lmrs: Vec<Lmr>,
+    /// (STag, address) of a 4 KiB REMOTE_WRITE region and of one without REMOTE_READ.
+    writable: (u32, u64),
+    unreadable: (u32, u64),
+}
+
+/// A dapl-rs endpoint accepting one raw connection, and the raw stream after MPA.
+fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) {
+    let (ia, _) = InterfaceAdapter::open("tcp:127.0.0.1", 16).unwrap();
+    let pz = ia.pz_create().unwrap();
+    let recv = ia.evd_create(8, None, EvdFlags::DTO).unwrap();
+    let conn = ia.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+    let ep = ia
+        .ep_create(&pz, Some(&recv), Some(&recv), Some(&conn), None)
+        .unwrap();
+    let w = pz.lmr_allocate(4096, MemPriv::ALL).unwrap();
+    w.fill(0, 4096, 0x5A).unwrap();
+    let nr = pz
+        .lmr_allocate(
+            4096,
+            MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_WRITE,
+        )
+        .unwrap();
+    nr.fill(0, 4096, 0x6B).unwrap();
+    let inbox = pz.lmr_allocate(256, MemPriv::ALL).unwrap();
+    inbox.fill(0, 256, 0x7C).unwrap();
+    ep.post_recv(&[inbox.triplet(0, 256)], 1, CompletionFlags::empty())
+        .unwrap();
+    let cr_evd = ia.evd_create(4, None, EvdFlags::CR).unwrap();
+    let psp = ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
+    let port = iwarp_port(qual);
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut init = MpaInitiator::new(
+        InitiatorConfig {
+            crc,
+            enhanced: true,
+            ird: 4,
+            ord: 4,
+            peer_to_peer: None,
+        },
+        b"evil",
+    )
+    .unwrap();
+    s.write_all(init.request()).unwrap();
+    let (ev, _) = cr_evd.wait(T, 1).unwrap();
+    ev.as_cr_arrival()
+        .unwrap()
+        .cr
+        .accept(Some(&ep), b"")
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let acc = loop {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed during MPA");
+        if let Some(InitiatorEvent::Accepted(a)) = init.feed(&buf[..n]).unwrap() {
+            break a;
+        }
+    };
+    assert_eq!(acc.negotiated.crc, crc);
+    let mut dec = FpduDecoder::new(crc);
+    dec.feed(&acc.leftover);
+    let (ev, _) = conn.wait(T, 1).unwrap();
+    assert_eq!(
+        ev.as_connection().unwrap().kind,
+        ConnectionEventKind::Established
+    );
+    drop(psp);
+    let writable = (w.rmr_context(), w.address());
+    let unreadable = (nr.rmr_context(), nr.address());
+    (
+        Target {
+            ia,
+            conn,
+            recv,
+            ep,
+            lmrs: vec![w, nr, inbox],
+            writable,
+            unreadable,
+        },
+        s,
+        FpduEncoder::new(crc),
+        dec,
+    )
+}
+
+fn iwarp_port(qual: u64) -> u16 {
+    qual as u16
+}
+
+/// Reads until the Terminate arrives and returns its cause; then expects EOF.
+fn expect_terminate(s: &mut TcpStream, dec: &mut FpduDecoder) -> TerminateCause {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(u) = dec.next_ulpdu().unwrap() {
+            let u = u.to_vec();
+            if let Segment::Terminate { message, .. } = Segment::parse(&u).unwrap() {
+                let cause = message.cause;
+                // Then the stream ends.
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => return cause,
+                        Ok(_) => {}
+                        Err(e) => panic!("expected EOF after the Terminate: {e}"),
+                    }
+                }
+            }
+            continue;
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed without a Terminate");
+        dec.feed(&buf[..n]);
+    }
+}
+
+fn check_broken_and_untouched(t: Target, before: Vec<Vec<u8>>, recv_status: DtoStatus) {
+    let (ev, _) = t.conn.wait(T, 1).unwrap();
+    assert_eq!(
+        ev.as_connection().unwrap().kind,
+        ConnectionEventKind::Broken
+    );
+    assert_eq!(t.ep.state(), EpState::Disconnected);
+    let (ev, _) = t.recv.wait(T, 1).unwrap();
+    let d = ev.as_dto().unwrap();
+    assert_eq!((d.cookie, d.status), (1, recv_status));
+    let after: Vec<Vec<u8>> = t
+        .lmrs
+        .iter()
+        .map(|l| l.to_vec(0, l.len()).unwrap())
+        .collect();
+    assert!(after == before, "registered memory changed");
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+fn snapshot(t: &Target) -> Vec<Vec<u8>> {
+    t.lmrs
+        .iter()
+        .map(|l| l.to_vec(0, l.len()).unwrap())
+        .collect()
+}
+
+fn hostile(
+    qual: u64,
+    crc: bool,
+    frame: impl FnOnce(&Target, &FpduEncoder) -> Vec<u8>,
+    want: TerminateCause,
+) {
+    let (t, mut s, enc, mut dec) = setup(crc, qual);
+    let before = snapshot(&t);
+    let bytes = frame(&t, &enc);
+    s.write_all(&bytes).unwrap();
+    assert_eq!(expect_terminate(&mut s, &mut dec), want);
+    // The posted receive is flushed, or (the Send too long for it) completes LENGTH_ERROR.
+    let recv_status = match want {
+        TerminateCause::DdpUntagged(iwarp::terminate::DdpUntaggedErrorCode::MessageTooLong) => {
+            DtoStatus::LocalLength
+        }
+        _ => DtoStatus::Flushed,
+    };
+    check_broken_and_untouched(t, before, recv_status);
+}
+
+fn seg(enc: &FpduEncoder, s: Segment<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    enc.encode_segment(&s, &mut out).unwrap();
+    out
+}
+
+#[test]
+fn hostile_write_with_invalid_stag_is_terminated_ddp_invalid_stag() {
+    hostile(
+        23_101,
+        false,
+        |t, enc| {
+            seg(
+                enc,
+                Segment::Write {
+                    last: true,
+                    stag: t.writable.0 ^ 0x55,
+                    to: t.writable.1,
+                    payload: b"evil",
+                },
+            )
+        },
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag),
+    );
+}
+
+#[test]
+fn hostile_write_past_region_end_is_terminated_base_or_bounds() {
+    hostile(
+        23_102,
+        false,
+        |t, enc| {
+            seg(
+                enc,
+                Segment::Write {
+                    last: true,
+                    stag: t.writable.0,
+                    to: t.writable.1 + 4090,
+                    payload: b"overflow",
+                },
+            )
+        },
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::BaseOrBounds),
+    );
+}
+
+#[test]
+fn hostile_write_with_wrapping_offset_is_terminated_to_wrap() {
+    hostile(
+        23_103,
+        false,
+        |t, enc| {
+            seg(
+                enc,
+                Segment::Write {
+                    last: true,
+                    stag: t.writable.0,
+                    to: u64::MAX - 1,
+                    payload: b"xx",
+                },
+            )
+        },
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::ToWrap),
+    );
+}
+
+#[test]
+fn hostile_read_without_remote_read_is_terminated_access_rights() {
+    hostile(
+        23_104,
+        false,
+        |t, enc| {
+            seg(
+                enc,
+                Segment::ReadRequest {
+                    msn: 1,
+                    request: ReadRequest {
+                        sink_stag: 7,
+                        sink_to: 0,
+                        size: 64,
+                        source_stag: t.unreadable.0,
+                        source_to: t.unreadable.1,
+                    },
+                },
+            )
+        },
+        TerminateCause::rdmap_protection(RdmapErrorCode::AccessRights),
+    );
+}
+
+#[test]
+fn hostile_send_longer_than_receive_buffer_is_terminated_too_long() {
+    let payload = vec![0xEE; 300];
+    hostile(
+        23_105,
+        false,
+        |_, enc| {
+            seg(
+                enc,
+                Segment::Send {
+                    last: true,
+                    msn: 1,
+                    mo: 0,
+                    solicited: false,
+                    invalidate_stag: None,
+                    payload: &payload,
+                },
+            )
+        },
+        TerminateCause::DdpUntagged(iwarp::terminate::DdpUntaggedErrorCode::MessageTooLong),
+    );
+}
+
+#[test]
+fn hostile_bad_crc_is_terminated_llp_crc_error() {
+    hostile(
+        23_106,
+        true,
+        |t, enc| {
+            let mut f = seg(
+                enc,
+                Segment::Write {
+                    last: true,
+                    stag: t.writable.0,
+                    to: t.writable.1,
+                    payload: b"crc!",
+                },
+            );
+            let n = f.len();
+            f[n - 1] ^= 0xFF;
+            f
+        },
+        TerminateCause::Llp(LlpErrorCode::CrcError),
+    );
+}
+
+#[test]
+fn hostile_garbage_instead_of_mpa_request_is_closed_without_a_request() {
+    let (ia, _) = InterfaceAdapter::open("tcp:127.0.0.1", 16).unwrap();
+    let cr_evd = ia.evd_create(4, None, EvdFlags::CR).unwrap();
+    let _psp = ia.psp_create(23_107, &cr_evd, PspFlags::Consumer).unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", 23_107)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&[0x42; 64]).unwrap();
+    let mut b = [0u8; 64];
+    assert_eq!(s.read(&mut b).unwrap(), 0, "the listener closes the stream");
+    assert!(cr_evd.dequeue().unwrap().is_none(), "no connection request");
+    ia.close(CloseFlags::Abrupt).unwrap();
+}
