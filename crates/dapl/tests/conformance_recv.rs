@@ -1556,7 +1556,9 @@ per_link!(evd_wait_fd_is_not_readable_for_unsignalled_events, |link| {
         .post_recv(&[lb.triplet(0, 64)], 2, CompletionFlags::empty())
         .unwrap();
     send(&p.a, &la, 0, b"y", 2, CompletionFlags::empty());
-    eventually("the signalled receive makes the fd readable", || readable(fd));
+    eventually("the signalled receive makes the fd readable", || {
+        readable(fd)
+    });
     assert_eq!(dequeue_dto(&p.b.recv_evd).cookie, 1);
     assert!(readable(fd), "the signalled one is still queued");
     assert_eq!(dequeue_dto(&p.b.recv_evd).cookie, 2);
