@@ -20,6 +20,15 @@
 //!
 //! `M` says the DDP Segment Length field is valid. Like Wireshark, the length field
 //! is taken as present whenever `D=1`; we always send `M` and `D` together, as siw does.
+//!
+//! Linux siw declares the Terminate Control word as C bit-fields (`struct iwarp_terminate`
+//! in `drivers/infiniband/sw/siw/iwarp.h`). On a little-endian host they are laid out low
+//! bit first, so siw on x86 sends `EType << 4 | Layer` in byte 0 and M/D/R as
+//! `0x01`/`0x02`/`0x04` of byte 2, bits that RFC 5040 reserves. [`TerminateMessage::parse`]
+//! recognises that layout by those reserved bits (seen from siw, kernel 6.1: a DDP
+//! tagged base-or-bounds Terminate `11 01 03 00 ...`). We always emit the RFC layout;
+//! siw only logs what it reads from a Terminate before closing, so it does not mind.
+//! A Terminate without any flag cannot be told apart; it is read in the RFC layout.
 
 use crate::ddp;
 use crate::error::Error;
@@ -38,6 +47,34 @@ pub const MAX_TERMINATE_BODY_LEN: usize = TERMINATE_CONTROL_LEN
 const HDRCT_M: u8 = 0x80;
 const HDRCT_D: u8 = 0x40;
 const HDRCT_R: u8 = 0x20;
+/// siw on a little-endian host: M, D and R are bits 0, 1 and 2 of byte 2 (see module docs).
+const SIW_LE_HDRCT_M: u8 = 0x01;
+const SIW_LE_HDRCT_D: u8 = 0x02;
+const SIW_LE_HDRCT_R: u8 = 0x04;
+
+/// Decode the Terminate Control word into the cause and the M/D/R bits (RFC positions),
+/// accepting siw's little-endian bit-field layout (module docs).
+fn decode_control(ctl: &[u8]) -> (TerminateCause, u8) {
+    let rfc_flags = ctl[2] & (HDRCT_M | HDRCT_D | HDRCT_R);
+    let siw_flags = ctl[2] & (SIW_LE_HDRCT_M | SIW_LE_HDRCT_D | SIW_LE_HDRCT_R);
+    if rfc_flags == 0 && siw_flags != 0 {
+        let mut hdrct = 0;
+        for (siw, rfc) in [
+            (SIW_LE_HDRCT_M, HDRCT_M),
+            (SIW_LE_HDRCT_D, HDRCT_D),
+            (SIW_LE_HDRCT_R, HDRCT_R),
+        ] {
+            if siw_flags & siw != 0 {
+                hdrct |= rfc;
+            }
+        }
+        let cause = TerminateCause::from_wire(ctl[0] & 0x0F, ctl[0] >> 4, ctl[1]);
+        (cause, hdrct)
+    } else {
+        let cause = TerminateCause::from_wire(ctl[0] >> 4, ctl[0] & 0x0F, ctl[1]);
+        (cause, rfc_flags)
+    }
+}
 
 /// The protocol layer that detected an error (Terminate Control "Layer").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -373,6 +410,11 @@ impl<'a> TerminateMessage<'a> {
     }
 
     /// Parse a Terminate body. Trailing bytes after the announced parts are an error.
+    ///
+    /// Accepts siw's little-endian bit-field layout of the control word (module docs),
+    /// and `R=1` without the 28-byte RDMAP header when the copied DDP header is not a
+    /// Read Request's: siw sets M, D and R for a Send with Invalidate whose STag it may
+    /// not invalidate (RDMAP remote protection) but copies only the untagged DDP header.
     pub fn parse(body: &'a [u8]) -> Result<Self, Error> {
         let ctl = body
             .get(..TERMINATE_CONTROL_LEN)
@@ -381,8 +423,7 @@ impl<'a> TerminateMessage<'a> {
                 needed: TERMINATE_CONTROL_LEN,
                 available: body.len(),
             })?;
-        let cause = TerminateCause::from_wire(ctl[0] >> 4, ctl[0] & 0x0F, ctl[1]);
-        let hdrct = ctl[2];
+        let (cause, hdrct) = decode_control(ctl);
         let mut rest = &body[TERMINATE_CONTROL_LEN..];
         let ddp = if hdrct & HDRCT_D != 0 {
             if rest.len() < DDP_SEGMENT_LENGTH_LEN + 1 {
@@ -411,7 +452,13 @@ impl<'a> TerminateMessage<'a> {
         } else {
             None
         };
-        let rdmap_header = if hdrct & HDRCT_R != 0 {
+        // A Read Request's header has T=0 and RDMAP opcode 1 in its second byte.
+        let copied_read_request = ddp.is_some_and(|d| {
+            d.header[0] & ddp::FLAG_TAGGED == 0
+                && d.header[1] & 0x0F == crate::rdmap::Opcode::ReadRequest as u8
+        });
+        let r_without_header = rest.is_empty() && ddp.is_some() && !copied_read_request;
+        let rdmap_header = if hdrct & HDRCT_R != 0 && !r_without_header {
             if rest.len() < READ_REQUEST_HEADER_LEN {
                 return Err(Error::SegmentTooShort {
                     what: "Terminate copied RDMAP header",
@@ -569,6 +616,81 @@ mod tests {
         assert_eq!(t.emit(&mut buf).unwrap(), 4);
         assert_eq!(buf, [0x20, 0x07, 0x00, 0x00]);
         assert_eq!(TerminateMessage::parse(&buf).unwrap(), t);
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Seen from siw (kernel 6.1.192, x86_64): the ULPDU it sent when a Read Response
+    /// segment of 1400 bytes ran past its 64-byte sink buffer. DDP tagged (layer 1,
+    /// EType 1) code 0x01, with M and D as 0x01 | 0x02 in byte 2.
+    #[test]
+    fn terminate_control_siw_little_endian_bitfield_layout_parses() {
+        let ulpdu = unhex(
+            "414700000000000000020000000100000000\
+             11010300\
+             0578\
+             8142c2265a0000007fb4bc001e60",
+        );
+        let seg = crate::rdmap::Segment::parse(&ulpdu).unwrap();
+        let crate::rdmap::Segment::Terminate { msn, message } = seg else {
+            panic!("not a Terminate: {seg:?}");
+        };
+        assert_eq!(msn, 1);
+        assert_eq!(
+            message.cause,
+            TerminateCause::DdpTagged(DdpTaggedErrorCode::BaseOrBounds)
+        );
+        let d = message.ddp.unwrap();
+        assert_eq!(d.segment_length, Some(1400));
+        assert_eq!(d.header, &ulpdu[24..38]);
+        assert_eq!(message.rdmap_header, None);
+
+        // The nibbles are swapped too: siw's RDMAP (0) remote operation (2) error with
+        // M|D is 0x20 in byte 0, which the RFC layout would read as LLP (2).
+        let mut body = vec![0x20, 0x03, 0x03, 0x00, 0x00, 0x10];
+        body.extend_from_slice(&ulpdu[..18]);
+        body[7] = 0x43; // a Send's header
+        let t = TerminateMessage::parse(&body).unwrap();
+        assert_eq!(
+            t.cause,
+            TerminateCause::rdmap_operation(RdmapErrorCode::StagNotAssociated)
+        );
+        assert_eq!(t.ddp.unwrap().header, &body[6..24]);
+        // Our own emit stays in the RFC layout.
+        let mut buf = [0u8; MAX_TERMINATE_BODY_LEN];
+        let n = t.emit(&mut buf).unwrap();
+        assert_eq!(&buf[..4], &[0x02, 0x03, 0xC0, 0x00]);
+        assert_eq!(TerminateMessage::parse(&buf[..n]).unwrap(), t);
+    }
+
+    /// siw_send_terminate() (siw_qp.c): for an RDMAP remote protection error on an
+    /// inbound Send with Invalidate it sets M, D and R but copies only the 18-byte
+    /// untagged DDP header (`sizeof(struct iwarp_send)` minus the MPA length field).
+    #[test]
+    fn terminate_r_flag_without_rdmap_header_after_a_send_parses() {
+        let mut body = vec![0x10, 0x09, 0x07, 0x00, 0x00, 0x00];
+        let send_inv = unhex("41440000abcd000000000000000100000000");
+        body.extend_from_slice(&send_inv);
+        let t = TerminateMessage::parse(&body).unwrap();
+        assert_eq!(
+            t.cause,
+            TerminateCause::rdmap_protection(RdmapErrorCode::StagCannotBeInvalidated)
+        );
+        assert_eq!(t.ddp.unwrap().header, &send_inv[..]);
+        assert_eq!(t.rdmap_header, None);
+
+        // A copied Read Request header still needs its 28-byte RDMAP header.
+        let mut body = vec![0x01, 0x00, 0xE0, 0x00, 0x00, 0x00];
+        body.extend_from_slice(&unhex("414100000000000000010000000100000000"));
+        assert!(matches!(
+            TerminateMessage::parse(&body),
+            Err(Error::SegmentTooShort { .. })
+        ));
     }
 
     #[test]
