@@ -1,11 +1,13 @@
-//! Fuzz harness bodies, shared by `fuzz/fuzz_targets/*` (cargo-fuzz, nightly) and by a
-//! plain `#[test]` that runs them over pseudo-random inputs on stable.
+//! Fuzz harness bodies, shared by `fuzz/fuzz_targets/*` (cargo-fuzz; `scripts/fuzz.sh`,
+//! see `docs/fuzzing.md`) and by a plain `#[test]` that runs them over pseudo-random
+//! inputs on stable.
 //!
 //! Owns: the invariants checked on arbitrary input. Each body must never panic except
 //! through a failed invariant:
 //! - [`frame_parser`]: the FPDU decoder gives the same ULPDUs whatever the feed
 //!   segmentation; every ULPDU either parses into a [`Segment`] that re-emits to the
-//!   same length and parses back equal (also through an FPDU round trip), or fails with
+//!   same length and parses back equal (also through an FPDU round trip, or, for a raw
+//!   input longer than the 16-bit ULPDU_Length allows, a refusal by the encoder), or fails with
 //!   an error that maps to a Terminate cause, and that Terminate can be built, emitted
 //!   and parsed back.
 //! - [`mpa_negotiation`]: both roles fed arbitrary bytes end in an event or in an error
@@ -15,7 +17,7 @@
 //! Must not: do I/O or depend on a clock or global state (fuzzers need determinism).
 
 use crate::error::Error;
-use crate::fpdu::{FpduDecoder, FpduEncoder};
+use crate::fpdu::{FpduDecoder, FpduEncoder, MAX_ULPDU_LEN};
 use crate::mpa::{
     FrameKind, InitiatorConfig, InitiatorEvent, MpaFrame, MpaInitiator, MpaResponder,
     ResponderConfig, ResponderEvent, RtrSet, IRD_ORD_MAX, MAX_ULP_PRIVATE_DATA_LEN,
@@ -82,12 +84,18 @@ fn check_segment(
             assert_eq!(again.len(), ulpdu.len(), "re-emit keeps the length");
             assert_eq!(Segment::parse(&again).as_ref(), Ok(&segment));
             let mut wire = Vec::new();
-            FpduEncoder::new(crc)
-                .encode_segment(&segment, &mut wire)
-                .expect("a parsed segment frames");
-            let decoded = decode_stream(crc, &wire, wire.len());
-            assert_eq!(decoded.error, None);
-            assert_eq!(decoded.ulpdus, vec![again]);
+            let framed = FpduEncoder::new(crc).encode_segment(&segment, &mut wire);
+            if again.len() > MAX_ULPDU_LEN {
+                // Only the raw input taken whole can be this long (the decoder never yields
+                // more than the 16-bit ULPDU_Length describes): the encoder must refuse it.
+                assert_eq!(framed, Err(Error::UlpduTooLong { len: again.len() }));
+                assert!(wire.is_empty(), "a refused segment writes nothing");
+            } else {
+                framed.expect("a parsed segment of at most 65535 bytes frames");
+                let decoded = decode_stream(crc, &wire, wire.len());
+                assert_eq!(decoded.error, None);
+                assert_eq!(decoded.ulpdus, vec![again]);
+            }
             // The trackers may refuse the sequence, but only with a Terminate cause.
             if let Err(e) = untagged.check(&segment) {
                 assert!(e.terminate_cause().is_some(), "{e}");
@@ -504,6 +512,37 @@ mod tests {
                 }
             }
             mpa_negotiation(&input);
+        }
+    }
+
+    /// Regression (found with `-max_len` above 64 KiB): the frame_parser body also parses the
+    /// raw input as one ULPDU, which may be longer than an FPDU can carry. Such a segment
+    /// parses, but the encoder must refuse it with `UlpduTooLong` instead of framing it.
+    #[test]
+    fn ulpdu_longer_than_the_16_bit_length_field_is_refused_by_the_encoder() {
+        for payload_len in [MAX_ULPDU_LEN - 18, MAX_ULPDU_LEN - 17, 70_000] {
+            let segment = Segment::Send {
+                last: true,
+                msn: 1,
+                mo: 0,
+                solicited: false,
+                invalidate_stag: None,
+                payload: &vec![0xA5; payload_len],
+            };
+            let ulpdu = segment.to_ulpdu().unwrap();
+            let mut wire = Vec::new();
+            let framed = FpduEncoder::new(true).encode_segment(&segment, &mut wire);
+            if ulpdu.len() <= MAX_ULPDU_LEN {
+                assert_eq!(framed, Ok(crate::fpdu::fpdu_len(ulpdu.len())));
+            } else {
+                assert_eq!(framed, Err(Error::UlpduTooLong { len: ulpdu.len() }));
+                assert!(wire.is_empty());
+            }
+            for control in [0x00, 0x01] {
+                let mut input = vec![control];
+                input.extend_from_slice(&ulpdu);
+                frame_parser(&input);
+            }
         }
     }
 
