@@ -36,6 +36,7 @@ use crate::cr::CrArrivalInfo;
 use crate::engine::memtable::{RemoteFault, Seg};
 use crate::ep::{place_at, EpInner, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::event::ConnectionEventKind;
+use crate::ia::MAX_IOV;
 use crate::link::{Connection, OutMsg, Payload, PendingRequest, TxOutcome};
 use crate::memory::{send_gather, IoPiece, MAX_GATHER};
 use crate::sp::{ServicePoint, SpInner};
@@ -109,7 +110,7 @@ enum JobKind {
 
 struct TxJob {
     kind: JobKind,
-    segs: Vec<Seg>,
+    segs: ArrayVec<Seg, MAX_IOV>,
     total: u64,
     /// Payload bytes already framed.
     off: u64,
@@ -146,16 +147,12 @@ pub(crate) struct TcpConn {
     pub(crate) id: u64,
     sock: Socket,
     shared: Weak<Shared>,
-    remote: Mutex<SocketAddr>,
+    remote: SocketAddr,
     ep: Mutex<Weak<EpInner>>,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
     rx_paused: AtomicBool,
     peer_fin: AtomicBool,
-}
-
-fn io_kind(e: &io::Error) -> ErrorKind {
-    e.kind()
 }
 
 impl TcpConn {
@@ -164,7 +161,7 @@ impl TcpConn {
             id,
             sock,
             shared: Arc::downgrade(shared),
-            remote: Mutex::new(remote),
+            remote,
             ep: Mutex::new(Weak::new()),
             rx: Mutex::new(Rx {
                 phase,
@@ -359,7 +356,7 @@ impl TcpConn {
                         drop(rx);
                         self.kill();
                         if let Some(ep) = self.ep() {
-                            let kind = if io_kind(&e) == ErrorKind::ConnectionRefused {
+                            let kind = if e.kind() == ErrorKind::ConnectionRefused {
                                 ConnectionEventKind::NonPeerRejected
                             } else {
                                 ConnectionEventKind::Unreachable
@@ -747,9 +744,7 @@ impl TcpConn {
                         if rx.rnr_until.is_none() {
                             rx.rnr_until = Some(Instant::now() + RNR_GRACE);
                         }
-                        self.rx_paused.store(true, Ordering::SeqCst);
-                        let want = lock(&self.tx).want_out;
-                        self.update_interest(want);
+                        self.pause_rx();
                         if let Some(s) = self.shared() {
                             s.set_timed(self.id, true);
                         }
@@ -876,7 +871,7 @@ impl TcpConn {
                     ep.fail_oldest_read(DtoStatus::RemoteAccess);
                 }
                 ep.peer_closed(self.id, true);
-                self.start_close(true);
+                self.shut(true);
                 Step::Stop
             }
         }
@@ -908,11 +903,9 @@ impl TcpConn {
         };
         {
             let mut tx = lock(&self.tx);
-            let mut out = Vec::new();
-            if tx.enc.encode_segment(&term, &mut out).is_ok() {
+            tx.hold = false; // the Terminate goes out even before the initiator's first FPDU
+            if tx.push_segment(&term) {
                 tx.abandon = true;
-                tx.hold = false;
-                tx.ctl.push_back((out, true));
             }
         }
         let ep = self.ep();
@@ -924,32 +917,23 @@ impl TcpConn {
             // and shuts the stream down.
             ep.end_connection(ConnectionEventKind::Broken, false);
         }
-        self.start_close(true);
+        self.shut(true);
         Step::Stop
     }
 
     fn deliver_request(self: &Arc<Self>, sp: Weak<SpInner>, private_data: Vec<u8>) {
-        let remote = *lock(&self.remote);
-        let Some(sp) = sp.upgrade().filter(|s| !s.freed.load(Ordering::Acquire)) else {
-            let req = TcpRequest {
-                conn: self.clone(),
-                info: CrArrivalInfo {
-                    remote_addr: SocketAddr::new(remote.ip(), 0),
-                    remote_port_qual: remote.port() as u64,
-                    private_data,
-                },
-            };
-            req.reject(&[]);
-            return;
-        };
-        ServicePoint(sp).request_arrived(Box::new(TcpRequest {
+        let req = Box::new(TcpRequest {
             conn: self.clone(),
             info: CrArrivalInfo {
-                remote_addr: SocketAddr::new(remote.ip(), 0),
-                remote_port_qual: remote.port() as u64,
+                remote_addr: SocketAddr::new(self.remote.ip(), 0),
+                remote_port_qual: self.remote.port() as u64,
                 private_data,
             },
-        }));
+        });
+        match sp.upgrade().filter(|s| !s.freed.load(Ordering::Acquire)) {
+            Some(sp) => ServicePoint(sp).request_arrived(req),
+            None => req.reject(&[]),
+        }
     }
 
     /// The active side got the Reply: set up framing, send the RTR, report ESTABLISHED.
@@ -973,10 +957,7 @@ impl TcpConn {
                 } else {
                     1
                 };
-                let mut out = Vec::new();
-                if tx.enc.encode_segment(&rtr.segment(msn), &mut out).is_ok() {
-                    tx.ctl.push_back((out, true));
-                }
+                tx.push_segment(&rtr.segment(msn));
             }
         }
         if let Some(s) = self.shared() {
@@ -985,7 +966,7 @@ impl TcpConn {
         let Some(ep) = self.ep() else {
             return false;
         };
-        let remote = *lock(&self.remote);
+        let remote = self.remote;
         let conn: Arc<dyn Connection> = self.clone();
         if !ep.established(
             attempt,
@@ -1033,11 +1014,9 @@ impl TcpConn {
     fn send_ctl_segment(&self, seg: &Segment<'_>) {
         let done = {
             let mut tx = lock(&self.tx);
-            let mut out = Vec::new();
-            if tx.enc.encode_segment(seg, &mut out).is_err() {
+            if !tx.push_segment(seg) {
                 return;
             }
-            tx.ctl.push_back((out, true));
             self.flush_locked(&mut tx)
         };
         if !done {
@@ -1051,15 +1030,22 @@ impl TcpConn {
             let mut tx = lock(&self.tx);
             tx.ctl.push_back((bytes, false));
         }
-        self.start_close(false);
+        self.shut(false);
     }
 
-    /// Shuts the sending side down once everything queued is written; the socket lingers for
-    /// the peer's FIN.
-    fn start_close(self: &Arc<Self>, abandon: bool) {
+    /// Ends the stream from our side: the FIN follows what is queued, and the socket lingers for
+    /// the peer's FIN. `abandon` drops the rest of the message being written. FPDUs still held
+    /// for the initiator's first FPDU are dropped too (the engine flushes their DTOs). Called
+    /// from the receive path too, under our own `rx` lock, which then sets the phase itself.
+    fn shut(&self, abandon: bool) {
         let done = {
             let mut tx = lock(&self.tx);
             tx.shut_after = true;
+            if tx.hold {
+                tx.hold = false;
+                tx.abandon = true;
+                tx.ctl.retain(|(_, fpdu)| !fpdu);
+            }
             if abandon {
                 tx.abandon = true;
             }
@@ -1068,19 +1054,12 @@ impl TcpConn {
         if let Some(s) = self.shared() {
             s.set_timed(self.id, true);
         }
-        {
-            let mut rx = lock_try(&self.rx);
-            if let Some(rx) = rx.as_mut() {
-                if matches!(rx.phase, Phase::Established | Phase::AwaitAccept { .. }) {
-                    rx.phase = Phase::Closing {
-                        deadline: Instant::now() + LINGER,
-                    };
-                }
+        if let Some(mut rx) = lock_try(&self.rx) {
+            if matches!(rx.phase, Phase::Established | Phase::AwaitAccept { .. }) {
+                rx.phase = Phase::Closing {
+                    deadline: Instant::now() + LINGER,
+                };
             }
-        }
-        if self.peer_fin.load(Ordering::SeqCst) && done {
-            self.kill();
-            return;
         }
         self.update_interest(!done);
     }
@@ -1325,17 +1304,17 @@ impl TcpConn {
                         source_to: src_to,
                     },
                 };
-                let mut out = Vec::with_capacity(64);
-                if tx.enc.encode_segment(&seg, &mut out).is_err() {
-                    return Err(TxOutcome::Broken);
-                }
-                tx.ctl.push_back((out, true));
-                return Ok(());
+                return if tx.push_segment(&seg) {
+                    Ok(())
+                } else {
+                    Err(TxOutcome::Broken)
+                };
             }
         };
-        let segs = match payload {
-            Payload::Segs(s) => s.to_vec(),
-            Payload::Bytes(_) => return Err(TxOutcome::Broken), // the engine sends from memory
+        // The engine sends from registered memory, at most MAX_IOV segments.
+        let segs: ArrayVec<Seg, MAX_IOV> = match payload {
+            Payload::Segs(s) if s.len() <= MAX_IOV => s.iter().cloned().collect(),
+            _ => return Err(TxOutcome::Broken),
         };
         if matches!(kind, JobKind::Send { .. }) && u32::try_from(payload.len()).is_err() {
             return Err(TxOutcome::Failed(DtoStatus::LocalLength));
@@ -1349,6 +1328,19 @@ impl TcpConn {
         });
         tx.abandon = false;
         Ok(())
+    }
+}
+
+impl Tx {
+    /// Frames `seg` as one FPDU and queues it after the current batch. False if it cannot be
+    /// framed.
+    fn push_segment(&mut self, seg: &Segment<'_>) -> bool {
+        let mut out = Vec::new();
+        let ok = self.enc.encode_segment(seg, &mut out).is_ok();
+        if ok {
+            self.ctl.push_back((out, true));
+        }
+        ok
     }
 }
 
@@ -1432,34 +1424,11 @@ impl Connection for TcpConn {
     }
 
     fn close(&self, broken: bool) {
-        let done = {
-            let mut tx = lock(&self.tx);
-            tx.shut_after = true;
-            if broken || tx.hold {
-                // (Held FPDUs may never go: the initiator has not spoken yet. The engine
-                // flushes their DTOs.)
-                tx.abandon = true;
-                tx.hold = false;
-                tx.ctl.retain(|(_, fpdu)| !fpdu);
-            }
-            self.flush_locked(&mut tx)
-        };
-        if let Some(s) = self.shared() {
-            s.set_timed(self.id, true);
-            if let Some(mut rx) = lock_try(&self.rx) {
-                if matches!(rx.phase, Phase::Established) {
-                    rx.phase = Phase::Closing {
-                        deadline: Instant::now() + LINGER,
-                    };
-                }
-            }
-            s.modify(self, self.interest(!done));
-        }
+        self.shut(broken);
     }
 
     fn remote_addr(&self) -> IaAddress {
-        let r = *lock(&self.remote);
-        SocketAddr::new(r.ip(), 0)
+        SocketAddr::new(self.remote.ip(), 0)
     }
 
     fn id(&self) -> u64 {
@@ -1517,7 +1486,7 @@ impl PendingRequest for TcpRequest {
             c.flush_locked(&mut tx);
         }
         *lock(&c.ep) = Arc::downgrade(ep);
-        let remote = *lock(&c.remote);
+        let remote = c.remote;
         let conn: Arc<dyn Connection> = c.clone();
         if !ep.established(
             ep.current_attempt(),
