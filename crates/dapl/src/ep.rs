@@ -913,12 +913,7 @@ impl EpInner {
             c.peer_waiting = true;
             return RxSend::NoBuffer;
         }
-        let wr = match &self.srq {
-            None => c.rq.pop_front(),
-            Some(srq) => srq.take(),
-        };
-        let Some(wr) = wr else {
-            c.peer_waiting = true;
+        let Some(wr) = self.take_recv(&mut c) else {
             return RxSend::NoBuffer;
         };
         let recv_flags = c.attr.recv_completion_flags;
@@ -1025,17 +1020,22 @@ impl EpInner {
         if !Self::rx_connected(&c) {
             return RxTake::NotConnected;
         }
+        match self.take_recv(&mut c) {
+            Some(wr) => RxTake::Buffer(wr),
+            None => RxTake::NoBuffer,
+        }
+    }
+
+    /// The next receive buffer (own queue or SRQ); with none, the peer is marked waiting.
+    fn take_recv(&self, c: &mut EpCore) -> Option<RecvWr> {
         let wr = match &self.srq {
             None => c.rq.pop_front(),
             Some(srq) => srq.take(),
         };
-        match wr {
-            Some(wr) => RxTake::Buffer(wr),
-            None => {
-                c.peer_waiting = true;
-                RxTake::NoBuffer
-            }
+        if wr.is_none() {
+            c.peer_waiting = true;
         }
+        wr
     }
 
     /// Completes a receive taken by [`EpInner::rx_send_take`].
@@ -1486,12 +1486,9 @@ fn scatter(src: Payload<'_>, dst: &[Seg]) {
         let _ = &mut copy;
     };
     match src {
-        Payload::Bytes(b) => put(
-            &mut |d, at, so, k| {
-                d.region.copy_in(at, &b[so..so + k]);
-            },
-            b.len(),
-        ),
+        Payload::Bytes(b) => {
+            place_at(b, dst, 0);
+        }
         Payload::Segs(ss) => {
             for s in ss {
                 put(
