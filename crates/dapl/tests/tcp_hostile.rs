@@ -49,8 +49,8 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
         .unwrap();
     let cr_evd = ia.evd_create(4, None, EvdFlags::CR).unwrap();
     let psp = ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
-    let port = iwarp_port(qual);
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // Qualifiers up to 65535 are the TCP port itself.
+    let mut s = TcpStream::connect(("127.0.0.1", qual as u16)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut init = MpaInitiator::new(
         InitiatorConfig {
@@ -105,10 +105,6 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
     )
 }
 
-fn iwarp_port(qual: u64) -> u16 {
-    qual as u16
-}
-
 /// Reads until the Terminate arrives and returns its cause; then expects EOF.
 fn expect_terminate(s: &mut TcpStream, dec: &mut FpduDecoder) -> TerminateCause {
     let mut buf = [0u8; 4096];
@@ -144,12 +140,7 @@ fn check_broken_and_untouched(t: Target, before: Vec<Vec<u8>>, recv_status: DtoS
     let (ev, _) = t.recv.wait(T, 1).unwrap();
     let d = ev.as_dto().unwrap();
     assert_eq!((d.cookie, d.status), (1, recv_status));
-    let after: Vec<Vec<u8>> = t
-        .lmrs
-        .iter()
-        .map(|l| l.to_vec(0, l.len()).unwrap())
-        .collect();
-    assert!(after == before, "registered memory changed");
+    assert!(snapshot(&t) == before, "registered memory changed");
     t.ia.close(CloseFlags::Abrupt).unwrap();
 }
 
