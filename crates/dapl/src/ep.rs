@@ -704,7 +704,7 @@ impl EpInner {
                     let graceful_done = c.state == EpState::DisconnectPending && c.orq.is_empty();
                     drop(c);
                     if graceful_done {
-                        self.end_connection(ConnectionEventKind::Disconnected, true);
+                        self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
                     }
                     return;
                 }
@@ -725,11 +725,15 @@ impl EpInner {
                             }
                         }
                         TxOutcome::PeerClosed => {
-                            self.end_connection(ConnectionEventKind::Disconnected, true);
+                            self.end_connection_of(
+                                conn.id(),
+                                ConnectionEventKind::Disconnected,
+                                true,
+                            );
                             return;
                         }
                         _ => {
-                            self.end_connection(ConnectionEventKind::Broken, true);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
                             return;
                         }
                     }
@@ -761,16 +765,20 @@ impl EpInner {
                             if let Some(wr) = wr {
                                 self.complete_send(&wr, status, 0);
                             }
-                            self.end_connection(ConnectionEventKind::Broken, true);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
                             return;
                         }
                         TxOutcome::NotReady | TxOutcome::Broken => {
-                            self.end_connection(ConnectionEventKind::Broken, true);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
                             return;
                         }
                         TxOutcome::PeerClosed => {
                             // The read is in the ORQ: the end flushes it.
-                            self.end_connection(ConnectionEventKind::Disconnected, true);
+                            self.end_connection_of(
+                                conn.id(),
+                                ConnectionEventKind::Disconnected,
+                                true,
+                            );
                             return;
                         }
                     }
@@ -810,17 +818,21 @@ impl EpInner {
                         }
                         TxOutcome::Failed(status) => {
                             self.complete_send(&wr, status, 0);
-                            self.end_connection(ConnectionEventKind::Broken, true);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
                             return;
                         }
                         TxOutcome::Broken => {
                             self.requeue_head(wr, &conn);
-                            self.end_connection(ConnectionEventKind::Broken, true);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
                             return;
                         }
                         TxOutcome::PeerClosed => {
                             self.requeue_head(wr, &conn);
-                            self.end_connection(ConnectionEventKind::Disconnected, true);
+                            self.end_connection_of(
+                                conn.id(),
+                                ConnectionEventKind::Disconnected,
+                                true,
+                            );
                             return;
                         }
                     }
@@ -1099,8 +1111,29 @@ impl EpInner {
     /// Moves to DISCONNECTED, flushes everything outstanding, reports `kind` once for this
     /// connection, and (if `notify_peer`) tells the peer.
     pub(crate) fn end_connection(&self, kind: ConnectionEventKind, notify_peer: bool) {
+        self.end_connection_if(None, kind, notify_peer);
+    }
+
+    /// [`EpInner::end_connection`] for the connection `conn_id` only: a no-op once the endpoint
+    /// has moved on (that connection already ended, and maybe a new attempt began). Whoever
+    /// acts on a connection it looked at earlier must use this form.
+    pub(crate) fn end_connection_of(
+        &self,
+        conn_id: u64,
+        kind: ConnectionEventKind,
+        notify_peer: bool,
+    ) {
+        self.end_connection_if(Some(conn_id), kind, notify_peer);
+    }
+
+    fn end_connection_if(&self, only: Option<u64>, kind: ConnectionEventKind, notify_peer: bool) {
         let (conn, report, flushed_sq, flushed_rq) = {
             let mut c = self.lock();
+            if let Some(id) = only {
+                if c.conn.as_ref().is_none_or(|cur| cur.id() != id) {
+                    return;
+                }
+            }
             match c.state {
                 EpState::Connected
                 | EpState::DisconnectPending
@@ -1148,21 +1181,12 @@ impl EpInner {
 
     /// The link reports the connection is over from the peer's side.
     pub(crate) fn peer_closed(&self, conn_id: u64, broken: bool) {
-        {
-            let c = self.lock();
-            match &c.conn {
-                Some(cur) if cur.id() == conn_id => {}
-                _ => return,
-            }
-        }
-        self.end_connection(
-            if broken {
-                ConnectionEventKind::Broken
-            } else {
-                ConnectionEventKind::Disconnected
-            },
-            false,
-        );
+        let kind = if broken {
+            ConnectionEventKind::Broken
+        } else {
+            ConnectionEventKind::Disconnected
+        };
+        self.end_connection_of(conn_id, kind, false);
     }
 
     /// Starts an attempt (connect or accept); returns its number.

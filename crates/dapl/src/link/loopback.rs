@@ -179,7 +179,7 @@ impl Connection for LoopConn {
             return TxOutcome::Broken;
         };
         let refused = |status| {
-            peer.end_connection(ConnectionEventKind::Broken, false);
+            peer.end_connection_of(self.id, ConnectionEventKind::Broken, false);
             TxOutcome::Failed(status)
         };
         match msg {
@@ -209,7 +209,7 @@ impl Connection for LoopConn {
                 RxResponse::Placed => TxOutcome::Sent,
                 RxResponse::NotConnected => TxOutcome::PeerClosed,
                 RxResponse::Unexpected => {
-                    peer.end_connection(ConnectionEventKind::Broken, false);
+                    peer.end_connection_of(self.id, ConnectionEventKind::Broken, false);
                     TxOutcome::Broken
                 }
             },

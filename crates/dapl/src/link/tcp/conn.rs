@@ -915,7 +915,7 @@ impl TcpConn {
         if let Some(ep) = ep {
             // Flushes everything; its close (below, or through the engine) sends the Terminate
             // and shuts the stream down.
-            ep.end_connection(ConnectionEventKind::Broken, false);
+            ep.end_connection_of(self.id, ConnectionEventKind::Broken, false);
         }
         self.shut(true);
         Step::Stop
