@@ -2590,7 +2590,15 @@ per_link!(
             a.ep.reset().unwrap();
             b.ep.reset().unwrap();
             a.ep.connect(addr, psp.conn_qual(), T, b"").unwrap();
-            expect_cr(&cr_evd).cr.accept(Some(&b.ep), b"").unwrap();
+            let arr = match cr_evd.wait(T, 1) {
+                Ok((ev, _)) => ev.as_cr_arrival().unwrap().clone(),
+                Err(e) => panic!(
+                    "iteration {i}: no CR ({e}); a: {:?} {:?}",
+                    a.ep.state(),
+                    a.conn_evd.dequeue()
+                ),
+            };
+            arr.cr.accept(Some(&b.ep), b"").unwrap();
             a.expect_conn(ConnectionEventKind::Established);
             b.expect_conn(ConnectionEventKind::Established);
             if let Some(ev) = a.req_evd.dequeue().unwrap() {
