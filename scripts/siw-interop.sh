@@ -7,7 +7,7 @@
 #   scripts/siw-interop.sh fwd rev    # only these groups (fwd: host client -> guest rping -s,
 #                                     # rev: guest rping -c -> host server)
 #
-# Checks (codec level, crates/iwarp/examples/siw_rping_probe.rs):
+# Checks, codec level (crates/iwarp/examples/siw_rping_probe.rs):
 #   fwd-crc-off, fwd-crc-on   the probe as rping client against `rping -s` in the guest
 #   fwd-p2p-write-crc, fwd-p2p-read
 #                             the same in RFC 6581 peer-to-peer mode (Write / Read RTR first)
@@ -16,6 +16,10 @@
 #   rev-crc-off, rev-crc-on   `rping -c -V` in the guest against the probe as rping server
 #                             (CRC on: siw parameter mpa_crc_required=1 + probe --crc)
 #   rev-p2p                   the same with siw peer_to_peer=1 (siw offers Write|Read RTR)
+# Checks, a dapl-rs program over the tcp link (crates/dapl/examples/rping.rs):
+#   dapl-fwd-crc-off, dapl-fwd-crc-on   dapl-rs rping client against the guest's `rping -s`
+#   dapl-fwd-64k-crc          the same with rping's largest buffer (-S 65535), CRC on
+#   dapl-rev-crc-off, dapl-rev-crc-on   the guest's `rping -c -V` against the dapl-rs server
 #
 # Needs: root on Debian (shared/siw-vm/build.sh apt-installs qemu and friends), cargo.
 # Environment:
@@ -48,6 +52,7 @@ SIWI_PASSED=0
 SIWI_FAILED=0
 SIWI_RESULTS=""
 SIWI_PROBE=""
+SIWI_DAPL=""               # crates/dapl/examples/rping.rs, built by siwi_build_probe
 SIWI_VMS=()                # instances this script started (stopped on exit)
 SIWI_PIDS=()               # background probe processes this script started
 
@@ -80,12 +85,17 @@ siwi_build_vm() {
     siwi_log "siw-vm built in $((SECONDS - t0)) s"
 }
 
-# siwi_build_probe: build the probe, set SIWI_PROBE
+# siwi_build_probe: build the codec-level probe and the dapl-rs rping, set SIWI_PROBE and SIWI_DAPL
 siwi_build_probe() {
     command -v cargo >/dev/null || { echo "siw-interop: cargo not found" >&2; return 1; }
-    (cd "$SIWI_ROOT" && nice cargo build --quiet -p iwarp --example siw_rping_probe) >&2
+    (cd "$SIWI_ROOT" && nice cargo build --quiet -p iwarp --example siw_rping_probe &&
+        nice cargo build --quiet -p dapl --example rping) >&2
     SIWI_PROBE=${CARGO_TARGET_DIR:-$SIWI_ROOT/target}/debug/examples/siw_rping_probe
-    [ -x "$SIWI_PROBE" ] || { echo "siw-interop: $SIWI_PROBE missing after the build" >&2; return 1; }
+    SIWI_DAPL=${CARGO_TARGET_DIR:-$SIWI_ROOT/target}/debug/examples/rping
+    local b
+    for b in "$SIWI_PROBE" "$SIWI_DAPL"; do
+        [ -x "$b" ] || { echo "siw-interop: $b missing after the build" >&2; return 1; }
+    done
 }
 
 siwi_vm_log() { echo "$SIWVM_RUN_DIR/$1.log"; }
@@ -131,7 +141,7 @@ siwi_start_rping_server() {
     siwi_log "guest rping server listening on 127.0.0.1:$port after $((SECONDS - t0)) s"
 }
 
-# siwi_check_fwd CHECK [PROBE ARGS...]: the probe as rping client against the running
+# siwi_check_fwd CHECK [PROBE ARGS...]: the probe (or $SIWI_BIN) as rping client against the running
 # $SIWI_FWD_VM guest; also requires the guest server to print SIWI_EXPECT_PINGS (default
 # SIWI_COUNT) "server ping data" lines.
 siwi_check_fwd() {
@@ -140,7 +150,7 @@ siwi_check_fwd() {
     glog=$(siwi_vm_log "$SIWI_FWD_VM")
     log=$SIWI_LOGDIR/$check.probe.log
     before=$(grep -ac '^server ping data: ' "$glog" || true)
-    timeout 120 "$SIWI_PROBE" -C "$SIWI_COUNT" -S "$SIWI_SIZE" -t 30 "$@" \
+    timeout 120 "${SIWI_BIN:-$SIWI_PROBE}" -C "$SIWI_COUNT" -S "$SIWI_SIZE" -t 30 "$@" \
         "127.0.0.1:$SIWI_FWD_PORT" >"$log" 2>&1 || rc=$?
     # the guest's serial console may lag a little behind
     for _ in $(seq 30); do
@@ -155,7 +165,7 @@ siwi_check_fwd() {
     siwi_record "$check" "$rc" "$(tail -1 "$log"), $((SECONDS - t0)) s"
 }
 
-# siwi_check_rev CHECK 'SIW PARAMS' [PROBE ARGS...]: the probe as rping server on
+# siwi_check_rev CHECK 'SIW PARAMS' [PROBE ARGS...]: the probe (or $SIWI_BIN) as rping server on
 # 127.0.0.1:$SIWI_REV_PORT; a fresh guest (siw parameters SIW PARAMS) runs
 # `rping -c -V` against it through 10.0.2.100:18000 and powers off.
 siwi_check_rev() {
@@ -164,7 +174,7 @@ siwi_check_rev() {
     log=$SIWI_LOGDIR/$check.probe.log
     glog=$(siwi_vm_log "$SIWI_REV_VM")
     siwi_stop_vm "$SIWI_REV_VM"
-    "$SIWI_PROBE" --server "$SIWI_REV_PORT" -C "$SIWI_COUNT" -S "$SIWI_SIZE" -t 30 "$@" \
+    "${SIWI_BIN:-$SIWI_PROBE}" --server "$SIWI_REV_PORT" -C "$SIWI_COUNT" -S "$SIWI_SIZE" -t 30 "$@" \
         >"$log" 2>&1 &
     ppid=$!
     SIWI_PIDS+=("$ppid")
@@ -227,6 +237,9 @@ siwi_main() {
                     siwi_check_fwd fwd-p2p-write-crc --p2p write,read --crc
                     siwi_check_fwd fwd-p2p-read --p2p read
                     SIWI_EXPECT_PINGS=0 siwi_check_fwd fwd-terminate --provoke-terminate
+                    SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-crc-off
+                    SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-crc-on --crc
+                    SIWI_SIZE=65535 SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-64k-crc --crc
                 else
                     siwi_record fwd 1 "guest rping server did not start"
                 fi
@@ -236,6 +249,8 @@ siwi_main() {
                 siwi_check_rev rev-crc-off ""
                 siwi_check_rev rev-crc-on "mpa_crc_required=1" --crc
                 siwi_check_rev rev-p2p "peer_to_peer=1"
+                SIWI_BIN=$SIWI_DAPL siwi_check_rev dapl-rev-crc-off ""
+                SIWI_BIN=$SIWI_DAPL siwi_check_rev dapl-rev-crc-on "mpa_crc_required=1" --crc
                 ;;
         esac
     done
