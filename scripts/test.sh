@@ -27,6 +27,18 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 log=$(mktemp)
 DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace 2>&1 | tee "$log"
+# Interop with the Linux kernel's siw (QEMU guest from ../shared/siw-vm): the codec probe and
+# the dapl-rs rping, both directions, CRC off and on. One PASS/FAIL line per check, counted below.
+echo "== siw interop (scripts/siw-interop.sh)"
+siw_err=$(mktemp)
+siw_rc=0
+./scripts/siw-interop.sh 2>"$siw_err" | tee -a "$log" || siw_rc=$?
+if [ "$siw_rc" != 0 ]; then
+  tail -30 "$siw_err"
+  echo "FAIL siw-interop (exit $siw_rc; stderr above)" | tee -a "$log"
+fi
 # One closing line over every test binary (cargo's own last line is the last binary's only).
+# (and every PASS/FAIL line of the interop checks).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
+     /^PASS / { p++ } /^FAIL / { f++ }
      END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
