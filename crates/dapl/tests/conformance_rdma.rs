@@ -961,6 +961,20 @@ per_link!(ird_ord_negotiated_as_min_of_out_and_peer_in, |link| {
     p.close();
 });
 
+per_link!(ep_with_ord_zero_connects_with_ord_zero, |link| {
+    // An active EP that may not read (max_rdma_read_out 0) still connects: over tcp it must not
+    // offer the peer-to-peer Read RTR (a read of its own), only the Write RTR.
+    let a = EpAttr {
+        max_rdma_read_out: 0,
+        ..Default::default()
+    };
+    let p = pair_with(link, a, EpAttr::default());
+    let qa = p.a.ep.query().unwrap();
+    let qb = p.b.ep.query().unwrap();
+    assert_eq!((qa.ord, qb.ird), (0, 0));
+    p.close();
+});
+
 per_link!(rdma_reads_beyond_ord_wait_and_complete_in_order, |link| {
     // The responder offers IRD 2 and the requester wants ORD 2: if the requester ever had more
     // than 2 reads outstanding, the responder would break the connection. The responder's

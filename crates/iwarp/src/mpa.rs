@@ -580,7 +580,7 @@ impl MpaInitiator {
                     reason: "peer-to-peer mode needs at least one RTR type",
                 });
             }
-            if offer == RtrSet::READ && config.ord == 0 {
+            if offer.contains(Rtr::Read) && config.ord == 0 {
                 return Err(Error::InvalidArgument {
                     operation: "MPA Initiator",
                     reason: "a Read RTR needs ORD >= 1",
@@ -1396,12 +1396,18 @@ mod tests {
             ini.feed(&reply).unwrap(),
             Some(InitiatorEvent::Accepted(_))
         ));
-        let mut config = InitiatorConfig::new(4, 0);
-        config.peer_to_peer = Some(RtrSet::READ);
-        assert!(
-            MpaInitiator::new(config, &[]).is_err(),
-            "Read RTR needs ORD >= 1"
-        );
+        for offer in [
+            RtrSet::READ,
+            RtrSet::READ | RtrSet::SEND,
+            RtrSet::READ | RtrSet::WRITE,
+        ] {
+            let mut config = InitiatorConfig::new(4, 0);
+            config.peer_to_peer = Some(offer);
+            assert!(
+                MpaInitiator::new(config, &[]).is_err(),
+                "offering a Read RTR ({offer:?}) needs ORD >= 1"
+            );
+        }
     }
 
     #[test]

@@ -246,7 +246,12 @@ impl TcpConn {
             enhanced: true,
             ird: ird.min(iwarp::mpa::IRD_ORD_MAX as usize) as u16,
             ord: ord.min(iwarp::mpa::IRD_ORD_MAX as usize) as u16,
-            peer_to_peer: Some(RtrSet::WRITE.union(RtrSet::READ)),
+            // A Read RTR is a read from us: offered only when our ORD allows one.
+            peer_to_peer: Some(if ord > 0 {
+                RtrSet::WRITE.union(RtrSet::READ)
+            } else {
+                RtrSet::WRITE
+            }),
         };
         let init = MpaInitiator::new(config, private_data)
             .map_err(|_| io::Error::from(ErrorKind::InvalidInput))?;
@@ -1462,10 +1467,10 @@ impl PendingRequest for TcpRequest {
         }) = resp.pending_request().map(|r| r.revision)
         {
             // Inbound depth: no more than the initiator will use; outbound: no more than it
-            // offers. (A Read RTR needs one inbound slot.)
-            ird = ird
-                .min(peer.ord)
-                .max(u16::from(peer.peer_to_peer && ird > 0));
+            // offers. A Read RTR (chosen only when Write is not offered) needs one inbound slot.
+            let read_rtr = peer.peer_to_peer
+                && peer.rtr.preferred() == Some(iwarp::mpa::Rtr::Read);
+            ird = ird.min(peer.ord).max(u16::from(read_rtr && ird > 0));
             ord = ord.min(peer.ird);
         }
         let reply = match resp.accept(private_data, ird, ord) {
