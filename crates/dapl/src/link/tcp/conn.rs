@@ -272,9 +272,12 @@ impl TcpConn {
             Phase::Connecting { init, attempt },
         ));
         *lock(&conn.ep) = Arc::downgrade(ep);
+        // The endpoint learns its connection before epoll may drive it: once registered, the
+        // handshake can finish on another thread (progress thread or a polling consumer), and
+        // an endpoint that is no longer pending would then close the connection it just got.
+        ep.set_pending_conn(attempt, conn.clone());
         shared.set_timed(id, true);
         shared.register(&conn, EventFlags::OUT | EventFlags::RDHUP)?;
-        ep.set_pending_conn(attempt, conn);
         Ok(())
     }
 
