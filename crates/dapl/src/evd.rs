@@ -26,6 +26,9 @@ use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
 use crate::ia::IaInner;
 use crate::types::EvdFlags;
 
+/// How long `Evd::wait` polls the link before it sleeps (a loopback round trip is 10-30 us).
+const WAIT_SPIN: Duration = Duration::from_micros(50);
+
 /// Timeout meaning "wait forever" (`DAT_TIMEOUT_INFINITE`).
 pub const TIMEOUT_INFINITE: Option<Duration> = None;
 
@@ -113,6 +116,11 @@ impl EvdInner {
             users: AtomicU32::new(0),
             freed: AtomicBool::new(false),
         })
+    }
+
+    /// `Link::poll` of the EVD's IA: true if it handled something.
+    fn poll_link(&self) -> bool {
+        self.ia.upgrade().is_some_and(|ia| ia.link.poll())
     }
 
     fn lock(&self) -> MutexGuard<'_, EvdState> {
@@ -221,10 +229,23 @@ impl Evd {
 
     /// Removes and returns the oldest event, or `None` at once if the EVD is empty
     /// (`dat_evd_dequeue`; `None` is the cheap form of `DAT_QUEUE_EMPTY`).
+    ///
+    /// On an empty EVD it first lets the IA's link handle, in this thread, what has already
+    /// arrived (`Link::poll`), so a consumer that busy-polls sees a completion without waiting
+    /// for the link's progress thread to run.
     pub fn dequeue(&self) -> Result<Option<Event>> {
         self.check("evd_dequeue")?;
-        let mut s = self.0.lock();
-        Ok(self.0.pop(&mut s))
+        {
+            let mut s = self.0.lock();
+            if let Some(ev) = self.0.pop(&mut s) {
+                return Ok(Some(ev));
+            }
+        }
+        if self.0.poll_link() {
+            let mut s = self.0.lock();
+            return Ok(self.0.pop(&mut s));
+        }
+        Ok(None)
     }
 
     /// Waits up to `timeout` (`None` = forever) until at least `threshold` events are queued
@@ -253,6 +274,7 @@ impl Evd {
             );
         }
         let deadline = timeout.map(|t| Instant::now() + t);
+        let mut spun = false;
         loop {
             if !s.waitable {
                 return err(
@@ -283,6 +305,39 @@ impl Evd {
                     d - now
                 }
             };
+            if !spun {
+                // Before sleeping: a short spin that polls the link (see `dequeue`), so that an
+                // answer arriving within a round trip costs no thread switch.
+                spun = true;
+                s.waiters += 1;
+                drop(s);
+                let until = Instant::now() + WAIT_SPIN.min(wait_for);
+                loop {
+                    let progressed = self.0.poll_link();
+                    let g = self.0.lock();
+                    if (g.queue.len() >= threshold && g.signalled > 0)
+                        || !g.waitable
+                        || self.0.freed.load(Ordering::Acquire)
+                        || (!progressed && Instant::now() >= until)
+                    {
+                        s = g;
+                        break;
+                    }
+                    drop(g);
+                    std::hint::spin_loop();
+                }
+                s.waiters -= 1;
+                if self.0.freed.load(Ordering::Acquire) {
+                    return err(
+                        ErrorType::InvalidHandle,
+                        Subtype::NoSubtype,
+                        OP,
+                        self.0.object(),
+                        "the EVD was freed while waiting",
+                    );
+                }
+                continue;
+            }
             s.waiters += 1;
             let (g, _) = self
                 .0

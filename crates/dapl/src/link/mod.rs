@@ -117,6 +117,12 @@ pub(crate) trait Link: Send + Sync {
     /// Stops the link's threads and drops its sockets (the IA is closing). The IA's endpoints
     /// have been ended before.
     fn shutdown(&self) {}
+    /// Makes progress in the caller's thread without blocking: handles whatever has arrived
+    /// (an EVD consumer that polls then needs no thread switch to see it). True if there was
+    /// something to handle. Links that complete inline have nothing to do.
+    fn poll(&self) -> bool {
+        false
+    }
 }
 
 /// The requester's side of an arrived connection request, held by the CR until accept/reject.

@@ -183,6 +183,27 @@ impl TcpLink {
     }
 }
 
+impl TcpLink {
+    fn poll_with(&self, events: &mut epoll::EventVec) -> bool {
+        if epoll::wait(&self.shared.epoll, events, 0).is_err() {
+            return false;
+        }
+        let mut any = false;
+        for ev in &*events {
+            let token = ev.data.u64();
+            if token == WAKER_TOKEN {
+                continue;
+            }
+            let entry = lock(&self.shared.entries).get(&token).cloned();
+            if let Some(Entry::Conn(c)) = entry {
+                c.on_event(ev.flags);
+                any = true;
+            }
+        }
+        any
+    }
+}
+
 impl Drop for TcpLink {
     fn drop(&mut self) {
         self.shutdown();
@@ -248,6 +269,23 @@ impl Link for TcpLink {
                 ep.attempt_failed(attempt, kind, Vec::new());
             }
         }
+    }
+
+    /// A non-blocking `epoll_wait` on the progress thread's set, handling ready connections
+    /// here, as the progress thread would (which may also wake for them; whoever takes a
+    /// connection's receive lock first reads, the other finds nothing). Listeners, wakes and
+    /// ticks stay with the progress thread.
+    fn poll(&self) -> bool {
+        thread_local! {
+            static EVENTS: std::cell::RefCell<epoll::EventVec> =
+                std::cell::RefCell::new(epoll::EventVec::with_capacity(16));
+        }
+        EVENTS.with(|events| {
+            let Ok(mut events) = events.try_borrow_mut() else {
+                return false; // re-entered from a handler
+            };
+            self.poll_with(&mut events)
+        })
     }
 
     fn shutdown(&self) {
