@@ -1471,8 +1471,7 @@ impl PendingRequest for TcpRequest {
         {
             // Inbound depth: no more than the initiator will use; outbound: no more than it
             // offers. A Read RTR (chosen only when Write is not offered) needs one inbound slot.
-            let read_rtr = peer.peer_to_peer
-                && peer.rtr.preferred() == Some(iwarp::mpa::Rtr::Read);
+            let read_rtr = peer.peer_to_peer && peer.rtr.preferred() == Some(iwarp::mpa::Rtr::Read);
             ird = ird.min(peer.ord).max(u16::from(read_rtr && ird > 0));
             ord = ord.min(peer.ird);
         }
