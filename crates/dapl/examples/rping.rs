@@ -359,8 +359,7 @@ fn run_server(o: &Opts, port: u16) -> Res<String> {
     let go_ahead = [0u8; INFO_LEN];
     let mut pings = 0u32;
     let mut buf = vec![0u8; o.size];
-    loop {
-        let Some(src) = s.recv()? else { break };
+    while let Some(src) = s.recv()? {
         let src = parse_info(&src);
         let len = src.segment_length as usize;
         if len == 0 || len > o.size {
