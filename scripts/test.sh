@@ -27,6 +27,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 log=$(mktemp)
 DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace 2>&1 | tee "$log"
+# Wire decode: dapl-rs tcp-link sessions captured on loopback and decoded by tshark (CRC off,
+# on, on at MTU 1500; docs/interop-tshark.md). One PASS/FAIL line per check, counted below.
+echo "== tshark decode (scripts/tshark-check.sh)"
+tshark_rc=0
+./scripts/tshark-check.sh | tee -a "$log" || tshark_rc=$?
+[ "$tshark_rc" = 0 ] || echo "FAIL tshark-check (exit $tshark_rc)" | tee -a "$log"
 # Interop with the Linux kernel's siw (QEMU guest from ../shared/siw-vm): the codec probe and
 # the dapl-rs rping, both directions, CRC off and on. One PASS/FAIL line per check, counted below.
 echo "== siw interop (scripts/siw-interop.sh)"
