@@ -1,0 +1,337 @@
+//! `datperf`: perftest-like benchmarks for dapl-rs, each figure next to raw kernel TCP measured
+//! in the same run. See `datperf --help` (text in `args.rs`).
+
+#![forbid(unsafe_code)]
+
+mod args;
+mod dat;
+mod error;
+mod info;
+mod raw;
+mod report;
+mod suite;
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use args::{Command, LinkKind, Mode, Options};
+use error::{bail, Context, Result};
+use report::Row;
+use suite::Measurement;
+
+fn main() {
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let code = match args::parse(&argv) {
+        Err(e) => {
+            eprintln!("datperf: {e}\nTry `datperf --help`.");
+            2
+        }
+        Ok(Command::Help) => out(&args::usage()),
+        Ok(Command::Version) => out(&format!("datperf {}\n", env!("CARGO_PKG_VERSION"))),
+        Ok(Command::Info(names)) => run_info(&names),
+        Ok(Command::Run(o)) => match run(&o) {
+            Ok(text) => out(&text),
+            Err(e) => {
+                eprintln!("datperf: error: {e}");
+                1
+            }
+        },
+    };
+    std::process::exit(code);
+}
+
+/// Writes to stdout; a closed stdout is an exit code, not a panic.
+fn out(text: &str) -> i32 {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
+fn run_info(names: &[String]) -> i32 {
+    let names: Vec<&str> = if names.is_empty() {
+        info::DEFAULT_IAS.to_vec()
+    } else {
+        names.iter().map(String::as_str).collect()
+    };
+    let mut code = 0;
+    for (i, n) in names.iter().enumerate() {
+        match info::describe(n) {
+            Ok(t) => {
+                let sep = if i > 0 { "\n" } else { "" };
+                if out(&format!("{sep}{t}")) != 0 {
+                    return 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("datperf: error: {e}");
+                code = 1;
+            }
+        }
+    }
+    code
+}
+
+/// The TCP port of a connection qualifier on the tcp link (as `dapl` maps it).
+fn port_for_qual(qual: u64) -> u16 {
+    if qual <= 65535 {
+        qual as u16
+    } else {
+        (qual % 32001 + 33534) as u16
+    }
+}
+
+/// The TCP port of the raw baseline next to the DAT qualifier `qual`.
+fn baseline_port(qual: u64) -> Result<u16> {
+    match port_for_qual(qual).checked_add(1) {
+        Some(p) => Ok(p),
+        None => bail!(
+            "qualifier {qual} maps to TCP port 65535; the raw TCP baseline needs the next port"
+        ),
+    }
+}
+
+fn run(o: &Options) -> Result<String> {
+    if !matches!(o.mode, Mode::Server(_)) && suite::build(o).is_empty() {
+        bail!("the options select no measurement (message rate is measured for send only)");
+    }
+    match &o.mode {
+        Mode::Local => run_local(o),
+        Mode::Client(host) => run_client(o, host),
+        Mode::Server(addr) => run_server(o, *addr),
+    }
+}
+
+fn completion_mode(o: &Options) -> &'static str {
+    match o.poll {
+        Some(true) => "busy polling (evd_dequeue loop)",
+        Some(false) => "event wait (evd_wait)",
+        None => "busy polling for latency, event wait (evd_wait) for bandwidth and rate",
+    }
+}
+
+fn render(o: &Options, title: &str, rows: &[Row]) -> String {
+    if o.json {
+        let mut s = report::json(rows);
+        s.push('\n');
+        s
+    } else {
+        report::table(title, rows)
+    }
+}
+
+/// Runs every measurement: the DAT figure, then its raw TCP baseline.
+/// Bandwidth and rate run in rounds, each DAT round followed by its raw round.
+fn run_suite(
+    client: &dat::Client,
+    raw_addr: SocketAddr,
+    suite: &[Measurement],
+    quick: bool,
+) -> Result<Vec<Row>> {
+    let n = suite.len();
+    let mut rows = Vec::with_capacity(n);
+    for (i, m) in suite.iter().enumerate() {
+        let name = m.name();
+        eprint!("[{:>2}/{n}] {name:<15} ", i + 1);
+        let (mut d, mut b) = (Vec::new(), Vec::new());
+        for r in suite::rounds(m, quick) {
+            d.push(client.measure(&r).ctx(format!("{name} (dapl-rs)"))?);
+            b.push(raw::measure(raw_addr, &r).ctx(format!("{name} (raw TCP baseline)"))?);
+        }
+        let row = Row {
+            m: *m,
+            dat: report::combine(m, &d)?,
+            base: report::combine(m, &b)?,
+        };
+        eprintln!("{}", report::progress_line(&row));
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn join<T>(h: std::thread::JoinHandle<Result<T>>, what: &str) -> Result<T> {
+    match h.join() {
+        Ok(r) => r,
+        Err(_) => bail!("the {what} thread panicked"),
+    }
+}
+
+/// Server and client in this process over 127.0.0.1.
+fn run_local(o: &Options) -> Result<String> {
+    let suite = suite::build(o);
+    let ia_name = match o.link {
+        LinkKind::Tcp => "tcp",
+        LinkKind::Loopback => "loopback",
+    };
+    let server = dat::Server::start(ia_name, o.qual).ctx("starting the server side")?;
+    let qual = server.qual();
+    let addr = server.address()?;
+    let raw_srv = raw::RawServer::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))?;
+    let raw_addr = raw_srv.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let dat_thread = std::thread::Builder::new()
+        .name("datperf-server".into())
+        .spawn(move || {
+            let r = server.serve(&stop2, false);
+            let c = server.close();
+            r.and(c)
+        })?;
+    let raw_thread = std::thread::Builder::new()
+        .name("datperf-raw-server".into())
+        .spawn(move || raw_srv.serve(true))?;
+    eprintln!(
+        "datperf: {} measurements over the {ia_name} link (127.0.0.1, qualifier {qual}) and raw \
+         TCP; completions by {}",
+        suite.len(),
+        completion_mode(o)
+    );
+    let rows = dat::Client::open(ia_name, SocketAddr::new(addr.ip(), 0), qual, o.poll)
+        .ctx("starting the client side")
+        .and_then(|client| {
+            let rows = run_suite(&client, raw_addr, &suite, o.quick);
+            let closed = client.close();
+            rows.and_then(|r| closed.map(|()| r))
+        });
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let quit = raw::quit(raw_addr);
+    let rows = rows?;
+    join(dat_thread, "DAT server")?;
+    quit?;
+    join(raw_thread, "raw TCP server")?;
+    let link = match o.link {
+        LinkKind::Tcp => "tcp link (iWARP over kernel TCP)",
+        LinkKind::Loopback => "loopback link (in-process)",
+    };
+    let title = format!(
+        "datperf {}: dapl-rs {link} vs raw kernel TCP (TCP_NODELAY), 127.0.0.1, same run; \
+         completions: {}",
+        env!("CARGO_PKG_VERSION"),
+        completion_mode(o)
+    );
+    Ok(render(o, &title, &rows))
+}
+
+/// The first IPv4 address of `host`.
+fn resolve(host: &str) -> Result<Ipv4Addr> {
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(ip);
+    }
+    let addrs = (host, 0u16)
+        .to_socket_addrs()
+        .ctx(format!("resolving {host:?}"))?;
+    for a in addrs {
+        if let IpAddr::V4(ip) = a.ip() {
+            return Ok(ip);
+        }
+    }
+    bail!("{host:?} has no IPv4 address (the tcp link is IPv4 only)")
+}
+
+/// The local address the kernel would use to reach `peer` (no packet is sent).
+fn local_ip_for(peer: Ipv4Addr) -> Result<Ipv4Addr> {
+    if peer.is_loopback() {
+        return Ok(Ipv4Addr::LOCALHOST);
+    }
+    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    s.connect((peer, 9))
+        .ctx(format!("finding a route to {peer}"))?;
+    match s.local_addr()?.ip() {
+        IpAddr::V4(ip) => Ok(ip),
+        IpAddr::V6(_) => bail!("no IPv4 route to {peer}"),
+    }
+}
+
+fn run_client(o: &Options, host: &str) -> Result<String> {
+    let ip = resolve(host)?;
+    let qual = o.qual.unwrap_or(args::DEFAULT_QUAL);
+    let raw_addr = SocketAddr::new(IpAddr::V4(ip), baseline_port(qual)?);
+    let ia_name = match &o.ia {
+        Some(n) => n.clone(),
+        None => format!("tcp:{}", local_ip_for(ip)?),
+    };
+    let suite = suite::build(o);
+    eprintln!(
+        "datperf: {} measurements against {ip} (qualifier {qual}, raw TCP port {}) from IA \
+         {ia_name}; completions by {}",
+        suite.len(),
+        raw_addr.port(),
+        completion_mode(o)
+    );
+    let client = dat::Client::open(&ia_name, SocketAddr::new(IpAddr::V4(ip), 0), qual, o.poll)?;
+    let rows = run_suite(&client, raw_addr, &suite, o.quick);
+    let closed = client.close();
+    let rows = rows?;
+    closed?;
+    let title = format!(
+        "datperf {}: dapl-rs IA {ia_name} -> {ip} vs raw kernel TCP (TCP_NODELAY), same run; \
+         completions: {}",
+        env!("CARGO_PKG_VERSION"),
+        completion_mode(o)
+    );
+    Ok(render(o, &title, &rows))
+}
+
+fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {
+    let qual = o.qual.unwrap_or(args::DEFAULT_QUAL);
+    let raw_port = baseline_port(qual)?;
+    let ia_name = o.ia.clone().unwrap_or_else(|| format!("tcp:{addr}"));
+    if o.test.is_some()
+        || o.kind.is_some()
+        || o.size.is_some()
+        || o.iters.is_some()
+        || o.json
+        || o.quick
+    {
+        eprintln!(
+            "datperf server: note: the client chooses the measurements; -t, -k, -s, -n, \
+             --quick and --json apply to it"
+        );
+    }
+    let server = dat::Server::start(&ia_name, Some(qual))?;
+    let raw_srv = raw::RawServer::bind(SocketAddr::new(IpAddr::V4(addr), raw_port))?;
+    eprintln!(
+        "datperf server: dapl-rs IA {ia_name} on connection qualifier {qual} (TCP port {}), raw \
+         TCP baseline on port {raw_port}; stop with Ctrl-C",
+        port_for_qual(qual)
+    );
+    let raw_thread = std::thread::Builder::new()
+        .name("datperf-raw-server".into())
+        .spawn(move || raw_srv.serve(false))?;
+    let never = AtomicBool::new(false);
+    let r = server.serve(&never, true);
+    let _ = server.close();
+    r?;
+    join(raw_thread, "raw TCP server")?;
+    Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualifier_ports() {
+        assert_eq!(port_for_qual(18515), 18515);
+        assert_eq!(port_for_qual(65535), 65535);
+        assert_eq!(port_for_qual(70000), (70000 % 32001 + 33534) as u16);
+        assert_eq!(baseline_port(18515).unwrap(), 18516);
+        assert!(baseline_port(65535).is_err());
+    }
+
+    #[test]
+    fn resolving() {
+        assert_eq!(resolve("10.1.2.3").unwrap(), Ipv4Addr::new(10, 1, 2, 3));
+        assert_eq!(resolve("localhost").unwrap(), Ipv4Addr::LOCALHOST);
+        assert_eq!(
+            local_ip_for(Ipv4Addr::LOCALHOST).unwrap(),
+            Ipv4Addr::LOCALHOST
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! Which measurements a run makes, with their names, units and iteration counts.
+
+use crate::args::{size_label, KindArg, Op, Options};
+
+/// What is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Latency (microseconds).
+    Lat,
+    /// Bandwidth (GB/s).
+    Bw,
+    /// Message rate (Mmsg/s): a send bandwidth run reported per message.
+    Rate,
+}
+
+/// One measurement: the DAT figure and its raw TCP baseline are both taken with these values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measurement {
+    /// Which DTO.
+    pub op: Op,
+    /// Latency, bandwidth or rate.
+    pub kind: Kind,
+    /// Message size in bytes.
+    pub size: u64,
+    /// Timed iterations.
+    pub iters: u64,
+    /// Untimed iterations before them (latency only).
+    pub warmup: u64,
+}
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// Latency iterations (normal, quick).
+const LAT_ITERS: (u64, u64) = (10_000, 300);
+/// Latency warm-up iterations (normal, quick).
+const LAT_WARMUP: (u64, u64) = (500, 30);
+/// Bytes moved per bandwidth measurement (normal, quick).
+const BW_BYTES: (u64, u64) = (512 * MIB, 8 * MIB);
+/// Fewest bandwidth iterations (normal, quick).
+const BW_MIN_ITERS: (u64, u64) = (256, 8);
+/// Most bandwidth iterations (normal, quick): small sizes are bounded by count, not bytes.
+const BW_MAX_ITERS: (u64, u64) = (300_000, 5_000);
+/// Bandwidth and rate measurements run in this many rounds (alternating with their raw TCP
+/// baseline) and report the median round: a burst of load from elsewhere then spoils one
+/// round, not the figure.
+pub const ROUNDS: u64 = 3;
+/// Message-rate iterations (normal, quick).
+const RATE_ITERS: (u64, u64) = (300_000, 5_000);
+
+impl Measurement {
+    /// The name: `send_lat_8B`, `write_bw_64KiB`, `msg_rate_8B`.
+    pub fn name(&self) -> String {
+        let size = size_label(self.size);
+        match self.kind {
+            Kind::Lat => format!("{}_lat_{size}", self.op.name()),
+            Kind::Bw => format!("{}_bw_{size}", self.op.name()),
+            Kind::Rate => format!("msg_rate_{size}"),
+        }
+    }
+
+    /// The unit of the value: `us`, `GB/s` or `Mmsg/s`.
+    pub fn unit(&self) -> &'static str {
+        match self.kind {
+            Kind::Lat => "us",
+            Kind::Bw => "GB/s",
+            Kind::Rate => "Mmsg/s",
+        }
+    }
+}
+
+/// The rounds a measurement runs in: one for latency (its samples are pooled) and in quick
+/// mode, else `ROUNDS` sharing the iterations.
+pub fn rounds(m: &Measurement, quick: bool) -> Vec<Measurement> {
+    let r = if m.kind == Kind::Lat || quick {
+        1
+    } else {
+        ROUNDS.min(m.iters)
+    };
+    (0..r)
+        .map(|i| Measurement {
+            iters: m.iters / r + u64::from(i < m.iters % r),
+            ..*m
+        })
+        .collect()
+}
+
+fn pick(o: &Options, v: (u64, u64)) -> u64 {
+    if o.quick {
+        v.1
+    } else {
+        v.0
+    }
+}
+
+/// The measurements of a run, in report order: latencies (send, read, write), bandwidths
+/// (send, write, read, each at every size), message rate.
+pub fn build(o: &Options) -> Vec<Measurement> {
+    let wanted = |op: Op| o.test.is_none_or(|t| t == op);
+    let kind = |k: KindArg| o.kind.is_none_or(|w| w == k);
+    let lat_size = o.size.unwrap_or(8);
+    let bw_sizes: Vec<u64> = match o.size {
+        Some(s) => vec![s],
+        None => vec![4 * KIB, 64 * KIB, MIB],
+    };
+    let lat = |op: Op| {
+        let iters = o.iters.unwrap_or(pick(o, LAT_ITERS));
+        Measurement {
+            op,
+            kind: Kind::Lat,
+            size: lat_size,
+            iters,
+            warmup: pick(o, LAT_WARMUP).min(iters.div_ceil(10)),
+        }
+    };
+    let bw = |op: Op, size: u64| Measurement {
+        op,
+        kind: Kind::Bw,
+        size,
+        iters: o.iters.unwrap_or(
+            (pick(o, BW_BYTES) / size).clamp(pick(o, BW_MIN_ITERS), pick(o, BW_MAX_ITERS)),
+        ),
+        warmup: 0,
+    };
+    let mut v = Vec::new();
+    for op in [Op::Send, Op::Read, Op::Write] {
+        if wanted(op) && kind(KindArg::Lat) {
+            v.push(lat(op));
+        }
+    }
+    for op in [Op::Send, Op::Write, Op::Read] {
+        if wanted(op) && kind(KindArg::Bw) {
+            for &s in &bw_sizes {
+                v.push(bw(op, s));
+            }
+        }
+    }
+    if wanted(Op::Send) && kind(KindArg::Rate) {
+        v.push(Measurement {
+            op: Op::Send,
+            kind: Kind::Rate,
+            size: lat_size,
+            iters: o.iters.unwrap_or(pick(o, RATE_ITERS)),
+            warmup: 0,
+        });
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_suite_has_the_required_names_once() {
+        let names: Vec<String> = build(&Options::default())
+            .iter()
+            .map(|m| m.name())
+            .collect();
+        let want = [
+            "send_lat_8B",
+            "read_lat_8B",
+            "write_lat_8B",
+            "send_bw_4KiB",
+            "send_bw_64KiB",
+            "send_bw_1MiB",
+            "write_bw_4KiB",
+            "write_bw_64KiB",
+            "write_bw_1MiB",
+            "read_bw_4KiB",
+            "read_bw_64KiB",
+            "read_bw_1MiB",
+            "msg_rate_8B",
+        ];
+        assert_eq!(names, want);
+    }
+
+    #[test]
+    fn test_and_size_select() {
+        let o = Options {
+            test: Some(Op::Write),
+            size: Some(64 * KIB),
+            iters: Some(7),
+            ..Options::default()
+        };
+        let m = build(&o);
+        let names: Vec<String> = m.iter().map(|m| m.name()).collect();
+        assert_eq!(names, ["write_lat_64KiB", "write_bw_64KiB"]);
+        assert!(m.iter().all(|m| m.iters == 7));
+        assert_eq!(m[0].warmup, 1);
+        assert_eq!(m[0].unit(), "us");
+        assert_eq!(m[1].unit(), "GB/s");
+        let o = Options {
+            test: Some(Op::Send),
+            ..Options::default()
+        };
+        let m = build(&o);
+        assert_eq!(m.last().unwrap().unit(), "Mmsg/s");
+        assert_eq!(m.len(), 5);
+    }
+
+    #[test]
+    fn small_bandwidth_sizes_are_bounded_by_count() {
+        let o = Options {
+            size: Some(8),
+            ..Options::default()
+        };
+        for m in build(&o) {
+            assert!(m.iters <= RATE_ITERS.0.max(BW_MAX_ITERS.0), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn kind_selects() {
+        let o = Options {
+            kind: Some(KindArg::Bw),
+            ..Options::default()
+        };
+        let m = build(&o);
+        assert_eq!(m.len(), 9);
+        assert!(m.iter().all(|m| m.kind == Kind::Bw));
+        let o = Options {
+            kind: Some(KindArg::Rate),
+            test: Some(Op::Read),
+            ..Options::default()
+        };
+        assert!(build(&o).is_empty());
+    }
+
+    #[test]
+    fn rounds_share_the_iterations() {
+        let m = build(&Options::default());
+        assert_eq!(rounds(&m[0], false), vec![m[0]]);
+        let bw = m[3];
+        let r = rounds(&bw, false);
+        assert_eq!(r.len() as u64, ROUNDS);
+        assert_eq!(r.iter().map(|x| x.iters).sum::<u64>(), bw.iters);
+        assert_eq!(rounds(&bw, true), vec![bw]);
+        let two = Measurement { iters: 2, ..bw };
+        assert_eq!(rounds(&two, false).len(), 2);
+        let seven = Measurement { iters: 7, ..bw };
+        let it: Vec<u64> = rounds(&seven, false).iter().map(|x| x.iters).collect();
+        assert_eq!(it, [3, 2, 2]);
+    }
+
+    #[test]
+    fn quick_is_smaller() {
+        let q = Options {
+            quick: true,
+            ..Options::default()
+        };
+        for (a, b) in build(&Options::default()).iter().zip(build(&q).iter()) {
+            assert_eq!(a.name(), b.name());
+            assert!(b.iters < a.iters && b.iters > 0);
+        }
+    }
+}

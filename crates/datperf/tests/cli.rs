@@ -1,0 +1,249 @@
+//! Runs the built `datperf` binary: the shape of `--json` output (not the speed), `info`,
+//! argument errors, and a server and a client in two processes.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const EXE: &str = env!("CARGO_BIN_EXE_datperf");
+
+const REQUIRED: [(&str, &str); 13] = [
+    ("send_lat_8B", "us"),
+    ("read_lat_8B", "us"),
+    ("write_lat_8B", "us"),
+    ("send_bw_4KiB", "GB/s"),
+    ("send_bw_64KiB", "GB/s"),
+    ("send_bw_1MiB", "GB/s"),
+    ("write_bw_4KiB", "GB/s"),
+    ("write_bw_64KiB", "GB/s"),
+    ("write_bw_1MiB", "GB/s"),
+    ("read_bw_4KiB", "GB/s"),
+    ("read_bw_64KiB", "GB/s"),
+    ("read_bw_1MiB", "GB/s"),
+    ("msg_rate_8B", "Mmsg/s"),
+];
+
+fn run(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .output()
+        .expect("run the datperf binary")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Checks one JSON result and returns its name and unit.
+fn check_entry(e: &Value) -> (String, String) {
+    let obj = e.as_object().expect("each entry is an object");
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["baseline", "name", "ratio", "unit", "value"], "{e}");
+    let name = e["name"].as_str().expect("name is a string").to_string();
+    let unit = e["unit"].as_str().expect("unit is a string").to_string();
+    let num = |k: &str| -> f64 {
+        let v = e[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{name}: {k} is not a number"));
+        assert!(v.is_finite() && v > 0.0, "{name}: {k} = {v}");
+        v
+    };
+    let (value, baseline, ratio) = (num("value"), num("baseline"), num("ratio"));
+    let want = value / baseline;
+    assert!(
+        (ratio - want).abs() <= 1e-4 * want,
+        "{name}: ratio {ratio} is not value/baseline = {want}"
+    );
+    (name, unit)
+}
+
+/// Parses stdout as the JSON array and checks every entry.
+fn entries(out: &Output) -> Vec<(String, String)> {
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "datperf failed ({}):\n{}\n{stdout}",
+        out.status,
+        text(&out.stderr)
+    );
+    let v: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{stdout}"));
+    v.as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(check_entry)
+        .collect()
+}
+
+#[test]
+fn json_quick_run_has_every_measurement_once() {
+    let out = run(&["--json", "--quick"]);
+    let got = entries(&out);
+    for (name, unit) in REQUIRED {
+        let n = got.iter().filter(|(g, _)| g == name).count();
+        assert_eq!(n, 1, "{name} appears {n} times in {got:?}");
+        let (_, u) = got.iter().find(|(g, _)| g == name).unwrap();
+        assert_eq!(u, unit, "unit of {name}");
+    }
+    assert_eq!(got.len(), REQUIRED.len(), "{got:?}");
+    // Progress went to stderr, one line per measurement.
+    let err = text(&out.stderr);
+    assert!(err.contains("[13/13] msg_rate_8B"), "{err}");
+}
+
+#[test]
+fn table_and_selection_over_the_loopback_link() {
+    let out = run(&[
+        "--link", "loopback", "-t", "read", "-s", "64KiB", "-n", "50",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    assert!(stdout.contains("loopback link"), "{stdout}");
+    for name in ["read_lat_64KiB", "read_bw_64KiB"] {
+        assert_eq!(stdout.matches(name).count(), 1, "{stdout}");
+    }
+    assert!(
+        !stdout.contains("send_") && !stdout.contains("write_"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn info_lists_the_ias() {
+    let out = run(&["info"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("ia_name:\t\t\tloopback"), "{stdout}");
+    assert!(stdout.contains("ia_name:\t\t\ttcp"), "{stdout}");
+    assert!(stdout.contains("max_rdma_read_per_ep:"), "{stdout}");
+    let out = run(&["info", "nonesuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("DAT error"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_with_a_message() {
+    for args in [
+        &["-s", "4KB"][..],
+        &["-t", "atomic"],
+        &["-n"],
+        &["--bogus"],
+        &["--client", "h", "--link", "loopback"],
+    ] {
+        let out = run(args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("datperf: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    let out = run(&["--help"]);
+    assert!(out.status.success() && text(&out.stdout).contains("--server"));
+}
+
+#[test]
+fn nobody_listening_is_a_clear_error() {
+    let port = 29_000 + std::process::id() % 1000;
+    let out = run(&[
+        "--client",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "send",
+        "-n",
+        "5",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("datperf: error:") && err.contains("nobody accepts"),
+        "{err}"
+    );
+}
+
+/// A TCP port that is free on 127.0.0.1 together with the next one (the server's DAT
+/// qualifier and its raw TCP baseline port), below the kernel's ephemeral range (from 32768 by
+/// default), where the connections of the other tests pick their local ports.
+fn free_port_pair() -> u16 {
+    let base = 20_000 + (std::process::id() % 1000) as u16 * 2;
+    (0..2000)
+        .map(|i| 20_000 + (base - 20_000 + i * 2) % 12_000)
+        .find(|&p| {
+            TcpListener::bind(("127.0.0.1", p)).is_ok()
+                && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
+        })
+        .expect("a free pair of TCP ports")
+}
+
+/// Kills the server when the test ends, whatever happens.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn server_and_client_in_two_processes() {
+    let q = free_port_pair().to_string();
+    let mut srv = Server(
+        Command::new(EXE)
+            .args(["--server", "127.0.0.1", "-p", &q])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server"),
+    );
+    // Wait for its "listening" line.
+    let mut lines = BufReader::new(srv.0.stderr.take().unwrap()).lines();
+    let start = Instant::now();
+    let mut said = String::new();
+    loop {
+        let Some(line) = lines.next() else {
+            panic!("the server ended before listening:\n{said}");
+        };
+        let line = line.unwrap();
+        if line.contains("stop with Ctrl-C") {
+            break;
+        }
+        said.push_str(&line);
+        said.push('\n');
+        assert!(start.elapsed() < Duration::from_secs(10), "{said}");
+    }
+    let out = run(&[
+        "--client",
+        "127.0.0.1",
+        "-p",
+        &q,
+        "--json",
+        "-s",
+        "64K",
+        "-n",
+        "40",
+        "--poll",
+    ]);
+    let got = entries(&out);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "send_lat_64KiB",
+            "read_lat_64KiB",
+            "write_lat_64KiB",
+            "send_bw_64KiB",
+            "write_bw_64KiB",
+            "read_bw_64KiB",
+            "msg_rate_64KiB"
+        ]
+    );
+    drop(srv);
+}
