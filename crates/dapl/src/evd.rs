@@ -324,7 +324,8 @@ impl Evd {
                         break;
                     }
                     drop(g);
-                    std::hint::spin_loop();
+                    // Yield, not pause: the peer that must answer may share this CPU.
+                    std::thread::yield_now();
                 }
                 s.waiters -= 1;
                 if self.0.freed.load(Ordering::Acquire) {
