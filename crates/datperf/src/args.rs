@@ -174,9 +174,12 @@ OPTIONS:
                                 the median round
         --quick                 few iterations (a smoke run of a few seconds)
         --poll                  find completions by busy polling (evd_dequeue loop) in every
-                                measurement (default: for latency only; see below)
+                                measurement (default: for latency only; see below); the
+                                raw TCP baseline then polls a non-blocking socket
         --event                 find completions with evd_wait in every measurement
-                                (default: for bandwidth and rate)
+                                (default: for bandwidth and rate); the raw TCP baseline
+                                then blocks (write latency polls memory, and its baseline
+                                polls, in every mode)
         --link tcp|loopback     link of the DAT side (loopback: self-contained runs only)
     -p, --port QUAL             connection qualifier (default {qual}); the TCP port is QUAL
                                 for QUAL <= 65535, else QUAL % 32001 + 33534; the raw TCP
@@ -208,6 +211,15 @@ against 13-17 us with --poll (read latency 24 vs 20 us; see crates/datperf/READM
 polling loop calls sched_yield between empty polls so that the peer's thread and the link's
 progress threads can run (a self-contained run has two benchmark and two progress threads).
 RDMA write latency always polls memory (there is no completion on the passive side).
+
+The raw TCP baseline waits the way the DAT side of the same measurement does, on both of its
+sides (the mode travels in its request header, so a --server follows the client): where the
+DAT side polls, it uses a non-blocking socket and retries reads and writes that would block in
+the same loop (sched_yield between empty tries); where the DAT side waits with evd_wait, it
+uses blocking reads and writes. A blocking wakeup costs what the machine's idle states and
+load make it cost (on one idle machine a blocking 8-byte TCP ping-pong took 33 us per half
+round trip, on a loaded one 7 us), so a polled figure over a blocking baseline gives a ratio
+that says nothing about either stack.
 ",
         version = env!("CARGO_PKG_VERSION"),
         qual = DEFAULT_QUAL

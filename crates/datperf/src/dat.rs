@@ -72,6 +72,29 @@ const CHECK_EVERY: u32 = 1 << 16;
 /// Cookie of the closing operation of a bandwidth run.
 const FINAL_COOKIE: u64 = u64::MAX;
 
+/// The busy-poll loop of every polling wait: DAT completions, memory polled for an RDMA write,
+/// and the raw TCP baseline when it polls (`raw.rs`), so that both sides of a measurement poll
+/// alike. Calls `poll` until it yields a value, with `sched_yield` after each empty poll (no
+/// PAUSE; see `CHECK_EVERY`), and every `CHECK_EVERY` empty polls `check` with the time the
+/// wait began, which ends the wait by returning an error (connection gone, stalled).
+pub(crate) fn busy_poll<T, E>(
+    mut poll: impl FnMut() -> std::result::Result<Option<T>, E>,
+    mut check: impl FnMut(Instant) -> std::result::Result<(), E>,
+) -> std::result::Result<T, E> {
+    let start = Instant::now();
+    let mut spins: u32 = 0;
+    loop {
+        if let Some(v) = poll()? {
+            return Ok(v);
+        }
+        spins = spins.wrapping_add(1);
+        std::thread::yield_now();
+        if spins % CHECK_EVERY == 0 {
+            check(start)?;
+        }
+    }
+}
+
 /// The parameters both sides need, as carried in the connect private data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {
@@ -100,6 +123,13 @@ impl Spec {
             window: WINDOW,
             poll: poll.unwrap_or(m.kind == Kind::Lat),
         }
+    }
+
+    /// Whether the DAT side finds its completions by busy polling: in polling mode, and in
+    /// RDMA write latency whatever the mode (both sides poll memory; nothing waits for an
+    /// event). The raw TCP baseline of the measurement uses the same mode.
+    pub fn polls(&self) -> bool {
+        self.poll || (self.op == Op::Write && self.kind == Kind::Lat)
     }
 
     fn measurement(&self) -> Measurement {
@@ -336,20 +366,14 @@ impl Conn {
         if let Some(ev) = self.dto.dequeue()? {
             return dto_of(ev, what);
         }
-        let start = Instant::now();
         if self.spec.poll {
-            let mut spins: u32 = 0;
-            loop {
-                if let Some(ev) = self.dto.dequeue()? {
-                    return dto_of(ev, what);
-                }
-                spins = spins.wrapping_add(1);
-                std::thread::yield_now();
-                if spins % CHECK_EVERY == 0 {
-                    self.check_alive(start, what)?;
-                }
-            }
+            let ev = busy_poll(
+                || Ok(self.dto.dequeue()?),
+                |start| self.check_alive(start, what),
+            )?;
+            dto_of(ev, what)
         } else {
+            let start = Instant::now();
             loop {
                 match self.dto.wait(Some(Duration::from_secs(1)), 1) {
                     Ok((ev, _)) => return dto_of(ev, what),
@@ -365,19 +389,13 @@ impl Conn {
     /// Spins until the byte at `off` of the local buffer is `v` (the peer's RDMA write landed).
     fn poll_byte(&self, off: usize, v: u8) -> Result<()> {
         let mut b = [0u8; 1];
-        let start = Instant::now();
-        let mut spins: u32 = 0;
-        loop {
-            self.lmr.read(off, &mut b)?;
-            if b[0] == v {
-                return Ok(());
-            }
-            spins = spins.wrapping_add(1);
-            std::thread::yield_now();
-            if spins % CHECK_EVERY == 0 {
-                self.check_alive(start, "the peer's RDMA write")?;
-            }
-        }
+        busy_poll(
+            || {
+                self.lmr.read(off, &mut b)?;
+                Ok((b[0] == v).then_some(()))
+            },
+            |start| self.check_alive(start, "the peer's RDMA write"),
+        )
     }
 
     /// Waits for the connection to end (the client disconnects when it is done; on the client
@@ -461,6 +479,12 @@ impl Client {
             qual,
             poll,
         })
+    }
+
+    /// Whether this client's DAT side of `m` busy-polls (`Spec::polls`): its raw TCP baseline
+    /// must find its data the same way.
+    pub fn polls(&self, m: &Measurement) -> bool {
+        Spec::of(m, self.poll).polls()
     }
 
     /// Runs one measurement against the server.
@@ -962,6 +986,56 @@ mod tests {
         b[8..16].copy_from_slice(&0u64.to_le_bytes());
         assert!(decode_request(&b).is_err());
         assert!(decode_reply(b"DPF1").is_err());
+    }
+
+    #[test]
+    fn write_latency_always_polls() {
+        let m = |op, kind| Measurement {
+            op,
+            kind,
+            size: 8,
+            iters: 10,
+            warmup: 1,
+        };
+        for (op, kind, poll, want) in [
+            (Op::Send, Kind::Lat, None, true),
+            (Op::Read, Kind::Lat, None, true),
+            (Op::Write, Kind::Lat, None, true),
+            (Op::Send, Kind::Lat, Some(false), false),
+            (Op::Read, Kind::Lat, Some(false), false),
+            (Op::Write, Kind::Lat, Some(false), true),
+            (Op::Write, Kind::Bw, None, false),
+            (Op::Send, Kind::Rate, None, false),
+            (Op::Write, Kind::Bw, Some(true), true),
+        ] {
+            assert_eq!(
+                Spec::of(&m(op, kind), poll).polls(),
+                want,
+                "{op:?} {kind:?} {poll:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn busy_poll_yields_and_checks() {
+        let mut n = 0;
+        let r: std::result::Result<u32, ()> = busy_poll(
+            || {
+                n += 1;
+                Ok((n == 5).then_some(n))
+            },
+            |_| Ok(()),
+        );
+        assert_eq!(r, Ok(5));
+        let mut checks = 0;
+        let r: std::result::Result<(), u32> = busy_poll(
+            || Ok(None),
+            |_| {
+                checks += 1;
+                Err(checks)
+            },
+        );
+        assert_eq!(r, Err(1));
     }
 
     #[test]

@@ -108,11 +108,21 @@ fn run(o: &Options) -> Result<String> {
     }
 }
 
+/// How completions are found, on the DAT side and (always in the same mode) in the raw TCP
+/// baseline: see `dat::Spec::polls`.
 fn completion_mode(o: &Options) -> &'static str {
     match o.poll {
-        Some(true) => "busy polling (evd_dequeue loop)",
-        Some(false) => "event wait (evd_wait)",
-        None => "busy polling for latency, event wait (evd_wait) for bandwidth and rate",
+        Some(true) => {
+            "busy polling (evd_dequeue loop; raw TCP: a non-blocking socket, polled alike)"
+        }
+        Some(false) => {
+            "event wait (evd_wait; raw TCP: blocking), except write latency, which polls memory \
+             (raw TCP: polled)"
+        }
+        None => {
+            "busy polling for latency (evd_dequeue loop; raw TCP: a non-blocking socket, polled \
+             alike), event wait for bandwidth and rate (evd_wait; raw TCP: blocking)"
+        }
     }
 }
 
@@ -142,7 +152,9 @@ fn run_suite(
         let (mut d, mut b) = (Vec::new(), Vec::new());
         for r in suite::rounds(m, quick) {
             d.push(client.measure(&r).ctx(format!("{name} (dapl-rs)"))?);
-            b.push(raw::measure(raw_addr, &r).ctx(format!("{name} (raw TCP baseline)"))?);
+            // The baseline waits for its data as the DAT side did for its completions.
+            let poll = client.polls(&r);
+            b.push(raw::measure(raw_addr, &r, poll).ctx(format!("{name} (raw TCP baseline)"))?);
         }
         let row = Row {
             m: *m,
@@ -288,10 +300,11 @@ fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {
         || o.iters.is_some()
         || o.json
         || o.quick
+        || o.poll.is_some()
     {
         eprintln!(
-            "datperf server: note: the client chooses the measurements; -t, -k, -s, -n, \
-             --quick and --json apply to it"
+            "datperf server: note: the client chooses the measurements and their completion \
+             mode; -t, -k, -s, -n, --quick, --json, --poll and --event apply to it"
         );
     }
     let server = dat::Server::start(&ia_name, Some(qual))?;

@@ -2,8 +2,12 @@
 //! `TCP_NODELAY`), with the same thread structure as the DAT side (the client in the calling
 //! thread, the server in one thread of its own).
 //!
-//! Each measurement is one connection. The client sends a 24-byte header (magic `DPR1`, op,
-//! kind, two reserved bytes, size u64, total iterations u64; little endian), then:
+//! Each measurement is one connection. The client sends a 24-byte header (little endian):
+//! magic `DPR2`, op (0 send, 1 write, 2 read), kind (0 latency, 1 bandwidth, 2 message rate),
+//! flags (bit 0: busy polling, as `dat::Spec::polls`), a reserved byte (0), size u64, total
+//! iterations u64 (warm-up included); the fields of the DAT side's connect private data
+//! (`dat.rs`) without its window and buffer. The magic
+//! names the layout: `DPR1` (no flags) is refused, as a header with unknown flags is. Then:
 //! - latency: `total` rounds of request/response (send and write: `size` bytes each way; read:
 //!   8 bytes out, `size` bytes back);
 //! - send/write bandwidth and message rate: the client writes `total` messages of `size` bytes
@@ -11,26 +15,41 @@
 //!   staging buffer size) and answers with 8 bytes when it has them all;
 //! - read bandwidth: the client sends an 8-byte request, the server writes `total` messages of
 //!   `size` bytes, the client reads them in chunks of up to 256 KiB.
+//!
+//! Completion mode: the baseline finds its data the way the DAT side of the same measurement
+//! finds its completions (`dat::Spec::polls`). Blocking: blocking reads and writes. Polling
+//! (flag bit 0, on both sides of the connection, after the header): a non-blocking socket whose
+//! reads and writes retry `WouldBlock` in the DAT side's busy-poll loop (`dat::busy_poll`:
+//! `sched_yield` between empty polls, a stall check every `CHECK_EVERY` of them). Otherwise a
+//! latency ratio would compare a polling wait with a blocking wakeup, whose cost depends on CPU
+//! idle states and load rather than on either stack.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::args::{Op, MAX_SIZE};
-use crate::dat::Sample;
-use crate::error::{bail, Context, Result};
+use crate::dat::{busy_poll, Sample};
+use crate::error::{bail, Context, Error, Result};
 use crate::suite::{Kind, Measurement};
 
-const MAGIC: [u8; 4] = *b"DPR1";
+/// The header's magic, which is also its version (`DPR1` had no flags byte).
+const MAGIC: [u8; 4] = *b"DPR2";
+/// Header flag: both sides busy-poll.
+const FLAG_POLL: u8 = 1;
 const HEADER_LEN: usize = 24;
 const CHUNK: usize = 256 * 1024;
 const QUIT: u8 = 255;
+/// How long a blocking read or write, or a polling one seeing nothing, may wait (as the DAT
+/// side's stall limit).
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Header {
     op: u8,
     kind: u8,
+    /// Busy polling on both sides (else blocking).
+    poll: bool,
     size: u64,
     total: u64,
 }
@@ -41,6 +60,7 @@ impl Header {
         b[..4].copy_from_slice(&MAGIC);
         b[4] = self.op;
         b[5] = self.kind;
+        b[6] = if self.poll { FLAG_POLL } else { 0 };
         b[8..16].copy_from_slice(&self.size.to_le_bytes());
         b[16..24].copy_from_slice(&self.total.to_le_bytes());
         b
@@ -49,7 +69,14 @@ impl Header {
     fn decode(b: &[u8; HEADER_LEN]) -> io::Result<Header> {
         let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidData, m.to_string());
         if b[..4] != MAGIC {
-            return Err(bad("not a datperf baseline header"));
+            return Err(bad(
+                "not a datperf baseline header (or one of another datperf version)",
+            ));
+        }
+        if b[6] & !FLAG_POLL != 0 || b[7] != 0 {
+            return Err(bad(
+                "unknown flags in the baseline header (another datperf version?)",
+            ));
         }
         let mut u = [0u8; 8];
         u.copy_from_slice(&b[8..16]);
@@ -59,6 +86,7 @@ impl Header {
         let h = Header {
             op: b[4],
             kind: b[5],
+            poll: b[6] & FLAG_POLL != 0,
             size,
             total,
         };
@@ -69,7 +97,7 @@ impl Header {
         Ok(h)
     }
 
-    fn of(m: &Measurement) -> Header {
+    fn of(m: &Measurement, poll: bool) -> Header {
         Header {
             op: match m.op {
                 Op::Send => 0,
@@ -81,6 +109,7 @@ impl Header {
                 Kind::Bw => 1,
                 Kind::Rate => 2,
             },
+            poll,
             size: m.size,
             total: m.warmup + m.iters,
         }
@@ -142,6 +171,7 @@ pub fn quit(addr: SocketAddr) -> Result<()> {
     let h = Header {
         op: 0,
         kind: QUIT,
+        poll: false,
         size: 0,
         total: 0,
     };
@@ -149,14 +179,81 @@ pub fn quit(addr: SocketAddr) -> Result<()> {
     Ok(())
 }
 
-fn tune(s: &TcpStream) -> io::Result<()> {
-    s.set_nodelay(true)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))
+/// One baseline connection, blocking or busy-polling.
+struct Link {
+    s: TcpStream,
+    poll: bool,
+}
+
+impl Link {
+    /// `TCP_NODELAY`, the blocking timeouts, and the completion mode.
+    fn new(s: TcpStream, poll: bool) -> io::Result<Link> {
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        let mut l = Link { s, poll: false };
+        l.set_poll(poll)?;
+        Ok(l)
+    }
+
+    /// Busy polling (a non-blocking socket) or blocking reads and writes.
+    fn set_poll(&mut self, poll: bool) -> io::Result<()> {
+        self.s.set_nonblocking(poll)?;
+        self.poll = poll;
+        Ok(())
+    }
+
+    /// Runs one `read` or `write`. Polling, `WouldBlock` is retried as the DAT side retries an
+    /// empty `evd_dequeue` (`Conn::next_dto`): one more try at once, then `busy_poll`, failing
+    /// after `IO_TIMEOUT` without progress.
+    fn io<T>(&mut self, mut op: impl FnMut(&mut TcpStream) -> io::Result<T>) -> io::Result<T> {
+        let would_block = |e: &io::Error| e.kind() == io::ErrorKind::WouldBlock;
+        match op(&mut self.s) {
+            Err(e) if self.poll && would_block(&e) => {}
+            r => return r,
+        }
+        let s = &mut self.s;
+        busy_poll(
+            || match op(s) {
+                Ok(v) => Ok(Some(v)),
+                Err(e) if would_block(&e) => Ok(None),
+                Err(e) => Err(e),
+            },
+            |start| {
+                if start.elapsed() > IO_TIMEOUT {
+                    Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the raw TCP connection made no progress for {} s",
+                            IO_TIMEOUT.as_secs()
+                        ),
+                    ))
+                } else {
+                    Ok(())
+                }
+            },
+        )
+    }
+}
+
+impl Read for Link {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.io(|s| s.read(buf))
+    }
+}
+
+impl Write for Link {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.io(|s| s.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.s.flush()
+    }
 }
 
 /// Reads exactly `n` bytes in chunks into `buf` (contents discarded).
-fn drain(s: &mut TcpStream, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
+fn drain(s: &mut Link, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
     while n > 0 {
         let want = buf.len().min(usize::try_from(n).unwrap_or(usize::MAX));
         let got = s.read(&mut buf[..want])?;
@@ -169,14 +266,16 @@ fn drain(s: &mut TcpStream, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
 }
 
 /// Serves one connection; `Ok(true)` for the quit header.
-fn serve_one(mut s: TcpStream) -> io::Result<bool> {
-    tune(&s)?;
+fn serve_one(s: TcpStream) -> io::Result<bool> {
+    // The header is read blocking: it says how to go on.
+    let mut s = Link::new(s, false)?;
     let mut hb = [0u8; HEADER_LEN];
     s.read_exact(&mut hb)?;
     let h = Header::decode(&hb)?;
     if h.kind == QUIT {
         return Ok(true);
     }
+    s.set_poll(h.poll)?;
     let size = h.size as usize;
     match (h.kind, h.op) {
         (0, _) => {
@@ -202,21 +301,43 @@ fn serve_one(mut s: TcpStream) -> io::Result<bool> {
             s.write_all(&[0u8; 8])?;
         }
     }
-    // Wait for the client to close, so its connection ends before the next one starts.
+    // Wait for the client to close, so its connection ends before the next one starts (blocking:
+    // this is not timed).
+    s.set_poll(false)?;
     let mut b = [0u8; 1];
     let _ = s.read(&mut b);
     Ok(false)
 }
 
-/// Runs the baseline of `m` against the server at `addr`.
-pub fn measure(addr: SocketAddr, m: &Measurement) -> Result<Sample> {
-    let mut s =
+/// Runs the baseline of `m` against the server at `addr`, busy-polling on both sides if `poll`
+/// (pass what the DAT side of `m` does, `dat::Client::polls`), else blocking.
+pub fn measure(addr: SocketAddr, m: &Measurement, poll: bool) -> Result<Sample> {
+    let s =
         TcpStream::connect(addr).ctx(format!("connecting to the raw TCP baseline at {addr}"))?;
-    tune(&s)?;
-    let h = Header::of(m);
+    let mut s = Link::new(s, poll)?;
+    let h = Header::of(m, poll);
+    let sample = run_client(&mut s, &h, m).map_err(|e| match e.kind() {
+        // A server that refuses the header (another datperf version) just closes.
+        io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::BrokenPipe => Error::msg(format!(
+            "the baseline server closed the connection ({e}; is it a datperf server of this \
+             version?)"
+        )),
+        _ => e.into(),
+    })?;
+    if let Sample::Lat(v) = &sample {
+        if v.is_empty() {
+            bail!("no latency samples");
+        }
+    }
+    Ok(sample)
+}
+
+fn run_client(s: &mut Link, h: &Header, m: &Measurement) -> io::Result<Sample> {
     s.write_all(&h.encode())?;
     let size = m.size as usize;
-    let sample = match m.kind {
+    Ok(match m.kind {
         Kind::Lat => {
             let (req, resp) = h.round();
             let out = vec![0u8; req];
@@ -238,7 +359,7 @@ pub fn measure(addr: SocketAddr, m: &Measurement) -> Result<Sample> {
             let mut buf = vec![0u8; CHUNK];
             let t0 = Instant::now();
             s.write_all(&[0u8; 8])?;
-            drain(&mut s, h.total * h.size, &mut buf)?;
+            drain(s, h.total * h.size, &mut buf)?;
             Sample::Bw {
                 bytes: h.total * h.size,
                 msgs: h.total,
@@ -259,13 +380,7 @@ pub fn measure(addr: SocketAddr, m: &Measurement) -> Result<Sample> {
                 secs: t0.elapsed().as_secs_f64(),
             }
         }
-    };
-    if let Sample::Lat(v) = &sample {
-        if v.is_empty() {
-            bail!("no latency samples");
-        }
-    }
-    Ok(sample)
+    })
 }
 
 #[cfg(test)]
@@ -274,49 +389,107 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_checks() {
+        for poll in [false, true] {
+            let h = Header {
+                op: 1,
+                kind: 1,
+                poll,
+                size: 4096,
+                total: 99,
+            };
+            let b = h.encode();
+            assert_eq!(&b[..4], b"DPR2");
+            assert_eq!((b[6], b[7]), (u8::from(poll), 0));
+            assert_eq!(Header::decode(&b).unwrap(), h);
+        }
         let h = Header {
-            op: 1,
-            kind: 1,
-            size: 4096,
-            total: 99,
+            op: 0,
+            kind: 0,
+            poll: true,
+            size: 8,
+            total: 10,
         };
-        assert_eq!(Header::decode(&h.encode()).unwrap(), h);
         let mut b = h.encode();
         b[0] = b'X';
+        assert!(Header::decode(&b).is_err());
+        // The previous layout (no flags byte) is another version.
+        let mut b = h.encode();
+        b[..4].copy_from_slice(b"DPR1");
         assert!(Header::decode(&b).is_err());
         let mut b = h.encode();
         b[8..16].copy_from_slice(&0u64.to_le_bytes());
         assert!(Header::decode(&b).is_err());
+        for (at, v) in [(6, 2), (6, 0x81), (7, 1)] {
+            let mut b = h.encode();
+            b[at] = v;
+            assert!(Header::decode(&b).is_err(), "byte {at} = {v:#x}");
+        }
     }
 
     #[test]
-    fn baseline_runs_over_loopback() {
+    fn baseline_runs_over_loopback_in_both_modes() {
         let srv = RawServer::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = srv.local_addr().unwrap();
         let t = std::thread::spawn(move || srv.serve(true));
-        for (op, kind, size) in [
-            (Op::Send, Kind::Lat, 8),
-            (Op::Read, Kind::Lat, 8),
-            (Op::Write, Kind::Bw, 4096),
-            (Op::Read, Kind::Bw, 65536),
-            (Op::Send, Kind::Rate, 8),
-        ] {
-            let m = Measurement {
-                op,
-                kind,
-                size,
-                iters: 20,
-                warmup: if kind == Kind::Lat { 2 } else { 0 },
-            };
-            match measure(addr, &m).unwrap() {
-                Sample::Lat(v) => assert_eq!(v.len(), 20),
-                Sample::Bw { bytes, msgs, secs } => {
-                    assert_eq!((bytes, msgs), (20 * size, 20));
-                    assert!(secs > 0.0);
+        for poll in [false, true] {
+            for (op, kind, size) in [
+                (Op::Send, Kind::Lat, 8),
+                (Op::Read, Kind::Lat, 8),
+                (Op::Write, Kind::Lat, 65536),
+                (Op::Write, Kind::Bw, 4096),
+                // Enough to fill the socket buffers: polling writes see WouldBlock.
+                (Op::Send, Kind::Bw, 1 << 20),
+                (Op::Read, Kind::Bw, 1 << 20),
+                (Op::Send, Kind::Rate, 8),
+            ] {
+                let m = Measurement {
+                    op,
+                    kind,
+                    size,
+                    iters: 20,
+                    warmup: if kind == Kind::Lat { 2 } else { 0 },
+                };
+                match measure(addr, &m, poll).unwrap() {
+                    Sample::Lat(v) => assert_eq!(v.len(), 20),
+                    Sample::Bw { bytes, msgs, secs } => {
+                        assert_eq!((bytes, msgs), (20 * size, 20));
+                        assert!(secs > 0.0);
+                    }
                 }
             }
         }
         quit(addr).unwrap();
         t.join().unwrap().unwrap();
+    }
+
+    /// The server learns the mode from the header; a server that refuses the header is
+    /// reported as possibly another version.
+    #[test]
+    fn the_header_carries_the_mode() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut flags = Vec::new();
+            for _ in 0..2 {
+                let (mut s, _) = l.accept().unwrap();
+                let mut hb = [0u8; HEADER_LEN];
+                s.read_exact(&mut hb).unwrap();
+                flags.push(Header::decode(&hb).unwrap().poll);
+                // Close without serving, as a server of another version would.
+            }
+            flags
+        });
+        let m = Measurement {
+            op: Op::Send,
+            kind: Kind::Lat,
+            size: 8,
+            iters: 5,
+            warmup: 0,
+        };
+        for poll in [true, false] {
+            let e = measure(addr, &m, poll).unwrap_err().to_string();
+            assert!(e.contains("datperf server of this version"), "{e}");
+        }
+        assert_eq!(t.join().unwrap(), [true, false]);
     }
 }
