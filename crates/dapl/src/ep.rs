@@ -948,7 +948,22 @@ impl EpInner {
         to: u64,
         payload: Payload<'_>,
     ) -> std::result::Result<(), RxWriteFault> {
-        let len = payload.len();
+        self.rx_write_with(stag, to, payload.len(), |seg| {
+            scatter(payload, std::slice::from_ref(seg));
+        })
+    }
+
+    /// [`EpInner::rx_write`] for a link that places the payload itself (e.g. reads it from its
+    /// socket straight into the region): the whole range `to..to+len` is checked (STag, PZ,
+    /// REMOTE_WRITE, bounds) and the connection too, then `fill` gets the destination. A link
+    /// that places part of it calls again for the rest, which is checked again.
+    pub(crate) fn rx_write_with(
+        &self,
+        stag: u32,
+        to: u64,
+        len: u64,
+        fill: impl FnOnce(&Seg),
+    ) -> std::result::Result<(), RxWriteFault> {
         let seg = self
             .ia
             .memtable
@@ -961,7 +976,7 @@ impl EpInner {
                 return Err(RxWriteFault::NotConnected);
             }
         }
-        scatter(payload, std::slice::from_ref(&seg));
+        fill(&seg);
         Ok(())
     }
 
@@ -1066,6 +1081,27 @@ impl EpInner {
         bytes: &[u8],
         last: bool,
     ) -> RxResponse {
+        self.rx_read_response_with(stag, to, bytes.len() as u64, last, |segs, at| {
+            place_at(bytes, segs, at);
+            bytes.len() as u64
+        })
+    }
+
+    /// [`EpInner::rx_read_response_segment`] for a link that places the `len` payload bytes
+    /// itself: the segment is checked against the oldest outstanding read (STag, TO, length,
+    /// `last` ending it exactly), then `fill(sink, offset)` places a prefix of it into the
+    /// read's scatter list `sink` from byte `offset` on, under the endpoint's lock (a flush
+    /// cannot complete the read meanwhile), and returns how many bytes it placed. The read
+    /// completes once a `last` segment is placed whole; a link that placed part of it calls
+    /// again for the rest.
+    pub(crate) fn rx_read_response_with(
+        &self,
+        stag: u32,
+        to: u64,
+        len: u64,
+        last: bool,
+        fill: impl FnOnce(&[Seg], u64) -> u64,
+    ) -> RxResponse {
         let wr = {
             let mut c = self.lock();
             if !Self::rx_connected(&c) {
@@ -1076,7 +1112,7 @@ impl EpInner {
             };
             let want = head.remote.segment_length;
             let got = head.resp_got;
-            let end = got.checked_add(bytes.len() as u64);
+            let end = got.checked_add(len);
             if stag != head.sink_stag
                 || head.sink_to.checked_add(got) != Some(to)
                 || end.is_none_or(|e| e > want || e > head.total)
@@ -1084,9 +1120,9 @@ impl EpInner {
             {
                 return RxResponse::Unexpected;
             }
-            place_at(bytes, &head.segs, got);
-            head.resp_got = end.unwrap_or(want);
-            if !last {
+            let placed = fill(&head.segs, got).min(len);
+            head.resp_got = got + placed;
+            if !last || placed < len {
                 return RxResponse::Placed;
             }
             c.orq.pop_front().expect("head exists")
@@ -1430,7 +1466,7 @@ pub(crate) enum RxTake {
 /// What an inbound RDMA Read Response found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RxResponse {
-    /// Placed into the oldest outstanding read, which completed.
+    /// Placed into the oldest outstanding read (which completed if it was its end).
     Placed,
     /// The endpoint is not connected (any more).
     NotConnected,

@@ -23,6 +23,8 @@ struct Target {
     /// (STag, address) of a 4 KiB REMOTE_WRITE region and of one without REMOTE_READ.
     writable: (u32, u64),
     unreadable: (u32, u64),
+    /// (STag, address) of a 64 KiB REMOTE_WRITE region (large enough for cut-through).
+    big: (u32, u64),
 }
 
 /// A dapl-rs endpoint accepting one raw connection, and the raw stream after MPA.
@@ -43,6 +45,8 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
         )
         .unwrap();
     nr.fill(0, 4096, 0x6B).unwrap();
+    let big = pz.lmr_allocate(64 << 10, MemPriv::ALL).unwrap();
+    big.fill(0, 64 << 10, 0x3C).unwrap();
     let inbox = pz.lmr_allocate(256, MemPriv::ALL).unwrap();
     inbox.fill(0, 256, 0x7C).unwrap();
     ep.post_recv(&[inbox.triplet(0, 256)], 1, CompletionFlags::empty())
@@ -89,15 +93,17 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
     drop(psp);
     let writable = (w.rmr_context(), w.address());
     let unreadable = (nr.rmr_context(), nr.address());
+    let big_key = (big.rmr_context(), big.address());
     (
         Target {
             ia,
             conn,
             recv,
             ep,
-            lmrs: vec![w, nr, inbox],
+            lmrs: vec![w, nr, inbox, big],
             writable,
             unreadable,
+            big: big_key,
         },
         s,
         FpduEncoder::new(crc),
@@ -320,4 +326,82 @@ fn hostile_garbage_instead_of_mpa_request_is_closed_without_a_request() {
     assert_eq!(s.read(&mut b).unwrap(), 0, "the listener closes the stream");
     assert!(cr_evd.dequeue().unwrap().is_none(), "no connection request");
     ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+/// Writes `bytes` in two parts with a pause between, so that a large segment's header arrives
+/// before its payload (the receiver then reads the payload straight into memory).
+fn write_split(s: &mut TcpStream, bytes: &[u8], at: usize) {
+    s.write_all(&bytes[..at]).unwrap();
+    s.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(&bytes[at..]).unwrap();
+}
+
+#[test]
+fn hostile_large_write_past_region_end_arriving_in_pieces_is_terminated_base_or_bounds() {
+    // 40 KiB aimed at the 4 KiB region: refused on its header, before any payload byte lands,
+    // although the payload is still on its way.
+    let (t, mut s, enc, mut dec) = setup(false, 23_109);
+    let before = snapshot(&t);
+    let payload = vec![0xEE; 40 << 10];
+    let bytes = seg(
+        &enc,
+        Segment::Write {
+            last: true,
+            stag: t.writable.0,
+            to: t.writable.1,
+            payload: &payload,
+        },
+    );
+    write_split(&mut s, &bytes, 16 + 1000);
+    assert_eq!(
+        expect_terminate(&mut s, &mut dec),
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::BaseOrBounds)
+    );
+    check_broken_and_untouched(t, before, DtoStatus::Flushed);
+}
+
+#[test]
+fn large_write_arriving_in_pieces_is_placed_exactly_and_the_stream_stays_in_step() {
+    // An odd-length 40001-byte write (3 pad bytes follow it) split after 516 bytes, then a
+    // Send in the same stream: the write lands exactly at offset 1000 of the 64 KiB region,
+    // nothing around it changes, and the Send after the pad and CRC field is read in step.
+    let (t, mut s, enc, _dec) = setup(false, 23_110);
+    let mut want = snapshot(&t);
+    let payload: Vec<u8> = (0..40_001u32).map(|i| (i * 7 + 1) as u8).collect();
+    let mut bytes = seg(
+        &enc,
+        Segment::Write {
+            last: true,
+            stag: t.big.0,
+            to: t.big.1 + 1000,
+            payload: &payload,
+        },
+    );
+    bytes.extend(seg(
+        &enc,
+        Segment::Send {
+            last: true,
+            msn: 1,
+            mo: 0,
+            solicited: false,
+            invalidate_stag: None,
+            payload: b"after the write",
+        },
+    ));
+    write_split(&mut s, &bytes, 16 + 500);
+    let (ev, _) = t.recv.wait(T, 1).unwrap();
+    let d = ev.as_dto().unwrap();
+    assert_eq!(
+        (d.cookie, d.status, d.transferred_length),
+        (1, DtoStatus::Success, 15)
+    );
+    want[2][..15].copy_from_slice(b"after the write");
+    want[3][1000..1000 + payload.len()].copy_from_slice(&payload);
+    assert!(
+        snapshot(&t) == want,
+        "memory differs from the write and the send"
+    );
+    assert_eq!(t.ep.state(), EpState::Connected);
+    t.ia.close(CloseFlags::Abrupt).unwrap();
 }

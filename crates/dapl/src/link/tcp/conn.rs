@@ -38,7 +38,7 @@ use crate::ep::{place_at, EpInner, RecvWr, RxReadFault, RxResponse, RxTake, RxWr
 use crate::event::ConnectionEventKind;
 use crate::ia::MAX_IOV;
 use crate::link::{Connection, OutMsg, Payload, PendingRequest, TxOutcome};
-use crate::memory::{send_gather, IoPiece, MAX_GATHER};
+use crate::memory::{recv_scatter, send_gather, IoPiece, RecvPiece, MAX_GATHER};
 use crate::sp::{ServicePoint, SpInner};
 use crate::types::{DtoStatus, EpState, IaAddress};
 
@@ -46,6 +46,9 @@ use crate::types::{DtoStatus, EpState, IaAddress};
 const RX_BUF: usize = 256 * 1024;
 /// Most FPDUs framed into one gathered write.
 const BATCH_FPDUS: usize = 20;
+/// Tagged payloads at least this long that are not all buffered yet are read from the socket
+/// straight into their destination (cut-through) instead of through the staging buffer.
+const CUT_MIN: usize = 8192;
 
 enum Phase {
     /// Active side: TCP connect in progress.
@@ -86,6 +89,47 @@ struct Rx {
     /// We sent a Read RTR: its zero-length response is not the engine's.
     rtr_read_pending: bool,
     peer_gone: bool,
+    /// A tagged segment whose payload is being read straight into its destination.
+    cut: Option<Cut>,
+    /// Stream bytes to drop before the next FPDU (the pad after a cut-through payload).
+    skip: usize,
+}
+
+/// A large RDMA Write or Read Response segment read from the socket straight into registered
+/// memory (only without CRC, which would have to be checked before placement). Its header
+/// passed every check of an ordinary segment, and each remaining range is checked again by
+/// the engine before the bytes for it are read.
+struct Cut {
+    read_resp: bool,
+    last: bool,
+    stag: u32,
+    /// TO of the next payload byte.
+    to: u64,
+    /// Payload bytes still to come.
+    left: usize,
+    /// The segment's DDP/RDMAP header, for a Terminate.
+    header: [u8; TAGGED_HEADER_LEN],
+}
+
+/// Where the bytes of a cut-through placement come from.
+#[derive(Clone, Copy)]
+enum CutSrc<'a> {
+    /// Already in the staging buffer.
+    Staged(&'a [u8]),
+    /// The socket (as much as it has, up to the segment's end).
+    Socket,
+}
+
+/// How a cut-through step ended.
+enum CutStep {
+    /// Bytes were placed (or the segment finished): go on.
+    Progress,
+    /// The socket has nothing more now.
+    Blocked,
+    /// The peer closed (true: with an error).
+    Eof(bool),
+    /// The connection ended (Terminate sent, or the endpoint moved on).
+    Stop,
 }
 
 /// Where a piece of a batched write comes from.
@@ -177,6 +221,8 @@ impl TcpConn {
                 rnr_until: None,
                 rtr_read_pending: false,
                 peer_gone: false,
+                cut: None,
+                skip: 0,
             }),
             tx: Mutex::new(Tx {
                 hold: false,
@@ -407,11 +453,27 @@ impl TcpConn {
                 }
                 return;
             }
+            if rx.cut.is_some() {
+                match self.cut_place(&mut rx, CutSrc::Socket) {
+                    CutStep::Progress => continue,
+                    CutStep::Blocked | CutStep::Stop => return,
+                    CutStep::Eof(error) => {
+                        if !error {
+                            self.peer_fin.store(true, Ordering::SeqCst);
+                        }
+                        self.on_eof(rx, error);
+                        return;
+                    }
+                }
+            }
             if rx.start < rx.end {
                 rx = match self.process(rx) {
                     Some(g) => g,
                     None => return,
                 };
+                if rx.cut.is_some() {
+                    continue; // the rest of that segment goes straight to its destination
+                }
             }
             // Make room.
             if rx.start > 0 && (rx.end == rx.buf.len() || rx.start == rx.end) {
@@ -690,12 +752,24 @@ impl TcpConn {
             }
             // FPDUs.
             loop {
+                if rx.skip > 0 {
+                    let k = rx.skip.min(rx.end - rx.start);
+                    rx.start += k;
+                    rx.skip -= k;
+                    if rx.skip > 0 {
+                        return Some(rx);
+                    }
+                }
                 let (s, e) = (rx.start, rx.end);
                 let found = split_fpdu(&rx.buf[s..e], rx.crc);
                 match found {
                     Ok(None) => {
-                        // A frame longer than the buffer cannot happen (ULPDU <= 65535).
-                        return Some(rx);
+                        // A frame longer than the buffer cannot happen (ULPDU <= 65535). A
+                        // large tagged segment may go on straight into its destination.
+                        return match self.start_cut(&mut rx) {
+                            Some(CutStep::Stop) => None,
+                            _ => Some(rx),
+                        };
                     }
                     Ok(Some((range, total))) => {
                         let ulpdu_at = s + range.start..s + range.end;
@@ -719,6 +793,141 @@ impl TcpConn {
                     }
                 }
             }
+        }
+    }
+
+    /// At an incomplete FPDU: if it is a large RDMA Write or Read Response (and CRC is off),
+    /// checks its header as `handle_ulpdu` would, places the payload bytes already buffered,
+    /// and leaves the rest to `cut_place` reading from the socket. None: not such a segment
+    /// (it is handled whole once it has arrived).
+    fn start_cut(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>) -> Option<CutStep> {
+        const AT: usize = 2; // the MPA length field
+        let (s, e) = (rx.start, rx.end);
+        let head = &rx.buf[s..e];
+        if rx.crc || rx.cut.is_some() || head.len() < AT + TAGGED_HEADER_LEN {
+            return None;
+        }
+        let ulpdu_len = usize::from(u16::from_be_bytes([head[0], head[1]]));
+        let payload_len = ulpdu_len.checked_sub(TAGGED_HEADER_LEN)?;
+        if payload_len < CUT_MIN {
+            return None;
+        }
+        let mut header = [0u8; TAGGED_HEADER_LEN];
+        header.copy_from_slice(&head[AT..AT + TAGGED_HEADER_LEN]);
+        let (read_resp, last, stag, to) = match Segment::parse(&header) {
+            Ok(Segment::Write { last, stag, to, .. }) => (false, last, stag, to),
+            Ok(Segment::ReadResponse { last, stag, to, .. }) => (true, last, stag, to),
+            _ => return None, // refused (or handled) whole, as usual
+        };
+        if !rx.got_first {
+            rx.got_first = true;
+            self.release_hold();
+        }
+        let opcode = if read_resp {
+            iwarp::Opcode::ReadResponse
+        } else {
+            iwarp::Opcode::Write
+        };
+        if let Err(err) = rx.tagged.on_segment(opcode, stag, to, last, payload_len) {
+            let cause = err
+                .terminate_cause()
+                .unwrap_or(TerminateCause::rdmap_local_catastrophic());
+            self.fail_in(rx, cause, &header);
+            return Some(CutStep::Stop);
+        }
+        let buffered = e - s - AT - TAGGED_HEADER_LEN;
+        let staged = buffered.min(payload_len);
+        // After the payload: pad and the (unchecked, zero) CRC field. The FPDU is incomplete,
+        // so fewer of those bytes are buffered than there are.
+        let trailer = fpdu_len(ulpdu_len) - AT - ulpdu_len;
+        rx.skip = trailer - (buffered - staged);
+        rx.start = e;
+        rx.cut = Some(Cut {
+            read_resp,
+            last,
+            stag,
+            to,
+            left: payload_len,
+            header,
+        });
+        let from = s + AT + TAGGED_HEADER_LEN;
+        let buf = std::mem::take(&mut rx.buf);
+        let step = self.cut_place(rx, CutSrc::Staged(&buf[from..from + staged]));
+        rx.buf = buf;
+        Some(step)
+    }
+
+    /// Places the next bytes of the cut-through segment from `src` (the engine checks the
+    /// remaining range first), and ends the segment when its last byte is in.
+    fn cut_place(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, src: CutSrc<'_>) -> CutStep {
+        let Some(cut) = rx.cut.as_ref() else {
+            return CutStep::Progress;
+        };
+        let (read_resp, last, stag, to, left, header) = (
+            cut.read_resp,
+            cut.last,
+            cut.stag,
+            cut.to,
+            cut.left,
+            cut.header,
+        );
+        let Some(ep) = self.ep() else {
+            rx.cut = None;
+            return CutStep::Stop;
+        };
+        let mut got: io::Result<usize> = Ok(0);
+        let mut fill = |segs: &[Seg], at: u64| -> usize {
+            got = match src {
+                CutSrc::Staged(b) => Ok(if place_at(b, segs, at) { b.len() } else { 0 }),
+                CutSrc::Socket => recv_into(self.fd(), segs, at, left),
+            };
+            *got.as_ref().unwrap_or(&0)
+        };
+        let fault = if read_resp {
+            match ep.rx_read_response_with(stag, to, left as u64, last, |segs, at| {
+                fill(segs, at) as u64
+            }) {
+                RxResponse::Placed => None,
+                RxResponse::NotConnected => Some(None),
+                RxResponse::Unexpected => Some(Some(TerminateCause::rdmap_operation(
+                    RdmapErrorCode::UnexpectedOpcode,
+                ))),
+            }
+        } else {
+            match ep.rx_write_with(stag, to, left as u64, |seg| {
+                fill(std::slice::from_ref(seg), 0);
+            }) {
+                Ok(()) => None,
+                Err(RxWriteFault::Access(f)) => Some(Some(tagged_cause(f))),
+                Err(RxWriteFault::NotConnected) => Some(None),
+            }
+        };
+        match fault {
+            None => {}
+            Some(None) => {
+                rx.cut = None;
+                return CutStep::Stop;
+            }
+            Some(Some(cause)) => {
+                rx.cut = None;
+                self.fail_in(rx, cause, &header);
+                return CutStep::Stop;
+            }
+        }
+        match got {
+            Ok(0) if matches!(src, CutSrc::Socket) => CutStep::Eof(false),
+            Ok(n) => {
+                let cut = rx.cut.as_mut().expect("checked above");
+                cut.left -= n;
+                cut.to += n as u64;
+                if cut.left == 0 {
+                    rx.cut = None;
+                }
+                CutStep::Progress
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => CutStep::Blocked,
+            Err(e) if e.kind() == ErrorKind::Interrupted => CutStep::Progress,
+            Err(_) => CutStep::Eof(true),
         }
     }
 
@@ -1350,6 +1559,34 @@ impl Tx {
         }
         ok
     }
+}
+
+/// Reads up to `max` bytes from `fd` into the scatter list `segs` from byte `at` on.
+fn recv_into(fd: BorrowedFd<'_>, segs: &[Seg], mut at: u64, max: usize) -> io::Result<usize> {
+    let mut pieces: ArrayVec<RecvPiece<'_>, MAX_IOV> = ArrayVec::new();
+    let mut room = max;
+    for seg in segs {
+        if room == 0 {
+            break;
+        }
+        if at >= seg.len as u64 {
+            at -= seg.len as u64;
+            continue;
+        }
+        let off = at as usize;
+        let len = (seg.len - off).min(room);
+        pieces.push(RecvPiece {
+            mem: &seg.region,
+            offset: seg.offset + off,
+            len,
+        });
+        room -= len;
+        at = 0;
+    }
+    if pieces.is_empty() {
+        return Ok(0);
+    }
+    recv_scatter(fd, &pieces)
 }
 
 fn lock_try<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
