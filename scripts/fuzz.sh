@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target of crates/iwarp for a fixed time, one after the other.
+# Runs every cargo-fuzz target of crates/iwarp and crates/dapl for a fixed time, one after the
+# other.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [-- LIBFUZZER_ARGS...]     (default 60 seconds)
 #
 # Installs cargo-fuzz if it is missing. On a stable toolchain it sets RUSTC_BOOTSTRAP=1 for the
 # cargo-fuzz build (cargo-fuzz needs -Z flags). Prints one line per target (executions, corpus
 # size, result) and exits non-zero if any target crashed (or ran out of memory or time) or failed
-# to build. Corpora go to crates/iwarp/fuzz/corpus/<target>, crashes to
-# crates/iwarp/fuzz/artifacts/<target>, full libFuzzer logs to crates/iwarp/fuzz/target/fuzz-logs
-# (all git-ignored). A dictionary crates/iwarp/fuzz/dicts/<target>.dict is used when present.
+# to build. For a target of crates/<crate>, corpora go to crates/<crate>/fuzz/corpus/<target>,
+# crashes to crates/<crate>/fuzz/artifacts/<target>, full libFuzzer logs to
+# crates/<crate>/fuzz/target/fuzz-logs (all git-ignored). A dictionary
+# crates/<crate>/fuzz/dicts/<target>.dict is used when present.
 #
 # Environment: FUZZ_NICE (nice level, default 10), FUZZ_SANITIZER (address|none|..., default
-# cargo-fuzz's: address), FUZZ_TARGETS (space-separated subset, default all targets).
+# cargo-fuzz's: address), FUZZ_TARGETS (space-separated subset of target names, default all
+# targets of all crates).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,22 +36,37 @@ if ! rustc --version | grep -q nightly; then
   export RUSTC_BOOTSTRAP=1
 fi
 
-crate_dir=crates/iwarp
-fuzz_dir=$crate_dir/fuzz
-log_dir=$fuzz_dir/target/fuzz-logs
-mkdir -p "$log_dir"
+crate_dirs=(crates/iwarp crates/dapl)
 nice_level=${FUZZ_NICE:-10}
 build_args=()
 [ -n "${FUZZ_SANITIZER:-}" ] && build_args+=(--sanitizer "$FUZZ_SANITIZER")
 
-read -r -a targets <<<"${FUZZ_TARGETS:-$(cd "$crate_dir" && cargo fuzz list | tr '\n' ' ')}"
+# Every target, with the crate that owns it.
+declare -A crate_of=()
+all_targets=()
+for c in "${crate_dirs[@]}"; do
+  for t in $(cd "$c" && cargo fuzz list); do
+    crate_of[$t]=$c
+    all_targets+=("$t")
+  done
+done
+read -r -a targets <<<"${FUZZ_TARGETS:-${all_targets[*]}}"
 if [ ${#targets[@]} -eq 0 ]; then
-  echo "no fuzz targets found in $fuzz_dir" >&2
+  echo "no fuzz targets found in ${crate_dirs[*]}" >&2
   exit 1
 fi
+for t in "${targets[@]}"; do
+  if [ -z "${crate_of[$t]:-}" ]; then
+    echo "unknown fuzz target $t (known: ${all_targets[*]})" >&2
+    exit 2
+  fi
+  mkdir -p "${crate_of[$t]}/fuzz/target/fuzz-logs"
+done
 
 echo "== building ${targets[*]}"
 for t in "${targets[@]}"; do
+  crate_dir=${crate_of[$t]}
+  log_dir=$crate_dir/fuzz/target/fuzz-logs
   (cd "$crate_dir" && nice -n "$nice_level" cargo fuzz build "${build_args[@]}" "$t") \
     >"$log_dir/$t.build.log" 2>&1 || {
     tail -n 30 "$log_dir/$t.build.log" >&2
@@ -60,7 +78,9 @@ done
 echo "== fuzzing each target for ${duration}s"
 failed=0
 for t in "${targets[@]}"; do
-  log=$log_dir/$t.log
+  crate_dir=${crate_of[$t]}
+  fuzz_dir=$crate_dir/fuzz
+  log=$fuzz_dir/target/fuzz-logs/$t.log
   fuzz_args=(-max_total_time="$duration" -print_final_stats=1)
   [ -f "$fuzz_dir/dicts/$t.dict" ] && fuzz_args+=(-dict="fuzz/dicts/$t.dict")
   rc=0

@@ -29,6 +29,9 @@ pub mod ep;
 pub mod error;
 pub mod evd;
 pub mod event;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod ia;
 mod link;
 pub mod lmr;

@@ -328,6 +328,57 @@ fn hostile_garbage_instead_of_mpa_request_is_closed_without_a_request() {
     ia.close(CloseFlags::Abrupt).unwrap();
 }
 
+/// Regression (found by the `engine_inbound` fuzz target): a receive buffer that a
+/// half-received Send holds in the connection completes FLUSHED when the endpoint disconnects.
+/// It used to be dropped: the engine's flush does not see it, and closing the connection only
+/// moved it to Closing.
+#[test]
+fn hostile_half_received_send_leaves_its_receive_flushed_on_local_disconnect() {
+    let (t, mut s, enc, mut dec) = setup(false, 23_108);
+    let mut wire = seg(
+        &enc,
+        Segment::Send {
+            last: false,
+            msn: 1,
+            mo: 0,
+            solicited: false,
+            invalidate_stag: None,
+            payload: b"half",
+        },
+    );
+    // A Read Request behind it: its response shows that the Send segment was processed.
+    wire.extend(seg(
+        &enc,
+        Segment::ReadRequest {
+            msn: 1,
+            request: ReadRequest {
+                sink_stag: 7,
+                sink_to: 0,
+                size: 4,
+                source_stag: t.writable.0,
+                source_to: t.writable.1,
+            },
+        },
+    ));
+    s.write_all(&wire).unwrap();
+    let mut buf = [0u8; 4096];
+    'response: loop {
+        while let Some(u) = dec.next_ulpdu().unwrap() {
+            if let Segment::ReadResponse { last: true, .. } = Segment::parse(u).unwrap() {
+                break 'response;
+            }
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the Read Response");
+        dec.feed(&buf[..n]);
+    }
+    t.ep.disconnect(CloseFlags::Abrupt).unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap();
+    let d = ev.as_dto().unwrap();
+    assert_eq!((d.cookie, d.status), (1, DtoStatus::Flushed));
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
 /// Writes `bytes` in two parts with a pause between, so that a large segment's header arrives
 /// before its payload (the receiver then reads the payload straight into memory).
 fn write_split(s: &mut TcpStream, bytes: &[u8], at: usize) {

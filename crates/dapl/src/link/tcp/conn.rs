@@ -197,14 +197,17 @@ pub(crate) struct TcpConn {
     tx: Mutex<Tx>,
     rx_paused: AtomicBool,
     peer_fin: AtomicBool,
+    /// `shut` found `rx` locked (by the receive path, which may be the caller itself): the
+    /// receive side moves to Closing when it lets go (`apply_pending_shut`).
+    shut_pending: AtomicBool,
 }
 
 impl TcpConn {
-    fn new(id: u64, shared: &Arc<Shared>, sock: Socket, remote: SocketAddr, phase: Phase) -> Self {
+    fn new(id: u64, shared: Weak<Shared>, sock: Socket, remote: SocketAddr, phase: Phase) -> Self {
         TcpConn {
             id,
             sock,
-            shared: Arc::downgrade(shared),
+            shared,
             remote,
             ep: Mutex::new(Weak::new()),
             rx: Mutex::new(Rx {
@@ -245,6 +248,7 @@ impl TcpConn {
             }),
             rx_paused: AtomicBool::new(false),
             peer_fin: AtomicBool::new(false),
+            shut_pending: AtomicBool::new(false),
         }
     }
 
@@ -312,7 +316,7 @@ impl TcpConn {
         }
         let conn = Arc::new(TcpConn::new(
             id,
-            shared,
+            Arc::downgrade(shared),
             sock,
             target,
             Phase::Connecting { init, attempt },
@@ -344,7 +348,7 @@ impl TcpConn {
         });
         let conn = Arc::new(TcpConn::new(
             id,
-            shared,
+            Arc::downgrade(shared),
             sock,
             peer,
             Phase::AwaitRequest {
@@ -441,6 +445,11 @@ impl TcpConn {
     }
 
     fn read_and_process(self: &Arc<Self>, hangup: bool) {
+        self.read_and_process_locked(hangup);
+        self.apply_pending_shut();
+    }
+
+    fn read_and_process_locked(self: &Arc<Self>, hangup: bool) {
         let mut rx = lock(&self.rx);
         loop {
             if matches!(rx.phase, Phase::Dead | Phase::Connecting { .. }) {
@@ -571,6 +580,11 @@ impl TcpConn {
     }
 
     pub(crate) fn on_wake(self: &Arc<Self>) {
+        self.on_wake_locked();
+        self.apply_pending_shut();
+    }
+
+    fn on_wake_locked(self: &Arc<Self>) {
         let rx = lock(&self.rx);
         let Some(ulpdu) = rx.stalled.as_ref().cloned() else {
             return;
@@ -592,6 +606,7 @@ impl TcpConn {
     }
 
     pub(crate) fn on_tick(self: &Arc<Self>, now: Instant) {
+        self.apply_pending_shut();
         let mut rx = lock(&self.rx);
         match &rx.phase {
             Phase::AwaitRequest { deadline, .. } | Phase::Closing { deadline } => {
@@ -780,6 +795,12 @@ impl TcpConn {
                         let step = self.handle_ulpdu(&mut rx, &buf[ulpdu_at]);
                         rx.buf = buf;
                         match step {
+                            // The engine shut the stream meanwhile (a graceful disconnect that
+                            // this segment completed): the rest is discarded.
+                            Step::Go if self.shut_pending.swap(false, Ordering::SeqCst) => {
+                                self.close_rx(&mut rx);
+                                break;
+                            }
                             Step::Go => {}
                             Step::Stall | Step::Stop => return None,
                         }
@@ -1253,7 +1274,8 @@ impl TcpConn {
     /// Ends the stream from our side: the FIN follows what is queued, and the socket lingers for
     /// the peer's FIN. `abandon` drops the rest of the message being written. FPDUs still held
     /// for the initiator's first FPDU are dropped too (the engine flushes their DTOs). Called
-    /// from the receive path too, under our own `rx` lock, which then sets the phase itself.
+    /// from the receive path too, under our own `rx` lock: the receive side then closes when
+    /// that lock is let go (`shut_pending`).
     fn shut(&self, abandon: bool) {
         let done = {
             let mut tx = lock(&self.tx);
@@ -1271,14 +1293,34 @@ impl TcpConn {
         if let Some(s) = self.shared() {
             s.set_timed(self.id, true);
         }
-        if let Some(mut rx) = lock_try(&self.rx) {
-            if matches!(rx.phase, Phase::Established | Phase::AwaitAccept { .. }) {
-                rx.phase = Phase::Closing {
-                    deadline: Instant::now() + LINGER,
-                };
-            }
+        match lock_try(&self.rx) {
+            Some(mut rx) => self.close_rx(&mut rx),
+            None => self.shut_pending.store(true, Ordering::SeqCst),
         }
         self.update_interest(!done);
+    }
+
+    /// The receive side of `shut`: Established (or AwaitAccept) becomes Closing, and a receive
+    /// buffer that a half-received Send holds completes as flushed (the engine's flush does not
+    /// see it; nothing else would complete it).
+    fn close_rx(&self, rx: &mut Rx) {
+        if matches!(rx.phase, Phase::Established | Phase::AwaitAccept { .. }) {
+            rx.phase = Phase::Closing {
+                deadline: Instant::now() + LINGER,
+            };
+        }
+        if let Some((wr, _)) = rx.recv.take() {
+            if let Some(ep) = self.ep() {
+                ep.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+            }
+        }
+    }
+
+    /// Completes a `shut` that found `rx` locked, once the receive path has let go of it.
+    fn apply_pending_shut(&self) {
+        if self.shut_pending.swap(false, Ordering::SeqCst) {
+            self.close_rx(&mut lock(&self.rx));
+        }
     }
 
     /// Writes as much as the socket takes. True when nothing is left.
@@ -1773,5 +1815,71 @@ impl PendingRequest for TcpRequest {
 
     fn info(&self) -> &CrArrivalInfo {
         &self.info
+    }
+}
+
+/// What the fuzz harness (`crate::fuzzing`) sees of a connection.
+#[cfg(any(test, feature = "fuzzing"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FuzzProbe {
+    /// `Established`, `Closing` or `Dead` (the harness never sees the MPA phases).
+    pub(crate) phase: &'static str,
+    /// A Send waits for a receive buffer.
+    pub(crate) stalled: bool,
+    /// A Send is being reassembled into a receive buffer.
+    pub(crate) recv_held: bool,
+    /// Transmitting failed or the connection was killed.
+    pub(crate) tx_failed: bool,
+    /// Our FIN went out.
+    pub(crate) tx_shut: bool,
+}
+
+#[cfg(any(test, feature = "fuzzing"))]
+impl TcpConn {
+    /// Fuzzing hook: an Established connection over `sock` (a connected, non-blocking stream
+    /// socket of any family) with no link behind it: no epoll set, no progress thread. What the
+    /// connection asks of its link (interest changes, wakes, ticks, deregistration) is then a
+    /// no-op, and the harness calls `on_event`, `on_wake` and `on_tick` itself, as the progress
+    /// thread would. `hold`: act as the MPA responder, which holds its FPDUs until the peer's
+    /// first one. The caller makes `ep` established on the returned connection.
+    pub(crate) fn fuzz_established(
+        sock: Socket,
+        crc: bool,
+        hold: bool,
+        ep: &Arc<EpInner>,
+    ) -> Arc<TcpConn> {
+        let id = super::NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let remote = SocketAddr::from(([127, 0, 0, 1], 0));
+        let conn = TcpConn::new(id, Weak::new(), sock, remote, Phase::Established);
+        lock(&conn.rx).crc = crc;
+        {
+            let mut tx = lock(&conn.tx);
+            tx.enc = FpduEncoder::new(crc);
+            tx.mulpdu = conn.mss_mulpdu();
+            tx.hold = hold;
+        }
+        *lock(&conn.ep) = Arc::downgrade(ep);
+        Arc::new(conn)
+    }
+
+    pub(crate) fn fuzz_probe(&self) -> FuzzProbe {
+        let (phase, stalled, recv_held) = {
+            let rx = lock(&self.rx);
+            let phase = match rx.phase {
+                Phase::Established => "Established",
+                Phase::Closing { .. } => "Closing",
+                Phase::Dead => "Dead",
+                _ => "mpa",
+            };
+            (phase, rx.stalled.is_some(), rx.recv.is_some())
+        };
+        let tx = lock(&self.tx);
+        FuzzProbe {
+            phase,
+            stalled,
+            recv_held,
+            tx_failed: tx.failed,
+            tx_shut: tx.shut,
+        }
     }
 }

@@ -30,6 +30,8 @@ use crate::link::Link;
 use crate::sp::SpInner;
 use crate::types::{ConnQual, IaAddress};
 
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use conn::FuzzProbe;
 pub(crate) use conn::TcpConn;
 
 /// The TCP port a connection qualifier listens on.
