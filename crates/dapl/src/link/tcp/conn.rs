@@ -464,6 +464,12 @@ impl TcpConn {
             }
             if rx.cut.is_some() {
                 match self.cut_place(&mut rx, CutSrc::Socket) {
+                    // The engine shut the stream meanwhile (as for staged segments).
+                    CutStep::Progress if self.shut_pending.swap(false, Ordering::SeqCst) => {
+                        rx.cut = None;
+                        self.close_rx(&mut rx);
+                        continue;
+                    }
                     CutStep::Progress => continue,
                     CutStep::Blocked | CutStep::Stop => return,
                     CutStep::Eof(error) => {
