@@ -149,25 +149,6 @@ impl RegionMemory {
     }
 }
 
-impl RegionMemory {
-    /// Hands the bytes at `offset..offset+len` to `f` in chunks copied out of the region (for
-    /// checksums over memory that must not be borrowed). False if out of bounds.
-    pub fn for_each_chunk(&self, offset: usize, len: usize, mut f: impl FnMut(&[u8])) -> bool {
-        if !self.range_ok(offset, len) {
-            return false;
-        }
-        let mut buf = [0u8; 4096];
-        let mut done = 0;
-        while done < len {
-            let k = (len - done).min(buf.len());
-            self.copy_out(offset + done, &mut buf[..k]);
-            f(&buf[..k]);
-            done += k;
-        }
-        true
-    }
-}
-
 /// One piece of a gathered socket write: plain bytes or a range of registered memory.
 #[derive(Clone, Copy, Debug)]
 pub enum IoPiece<'a> {

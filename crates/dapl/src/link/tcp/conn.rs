@@ -1496,13 +1496,22 @@ impl TcpConn {
                 }
                 let at = skip as usize;
                 let k = (s.len - at).min(want);
-                tx.pieces.push(Piece::Mem {
-                    seg: i,
-                    offset: s.offset + at,
-                    len: k,
-                });
-                if let Some(c) = crc.as_mut() {
-                    s.region.for_each_chunk(s.offset + at, k, |b| c.update(b));
+                match crc.as_mut() {
+                    // With CRC the payload is copied into the frame: the bytes that go out must
+                    // be the bytes the CRC covers, and registered memory may change (a peer's
+                    // Write into what it reads) while the batch waits for the socket.
+                    Some(c) => {
+                        let a = tx.frames.len();
+                        tx.frames.resize(a + k, 0);
+                        s.region.copy_out(s.offset + at, &mut tx.frames[a..]);
+                        c.update(&tx.frames[a..]);
+                        tx.pieces.push(Piece::Frame(a, a + k));
+                    }
+                    None => tx.pieces.push(Piece::Mem {
+                        seg: i,
+                        offset: s.offset + at,
+                        len: k,
+                    }),
                 }
                 want -= k;
                 skip = 0;
