@@ -305,14 +305,21 @@ impl Evd {
                     d - now
                 }
             };
-            if !spun {
+            s.waiters += 1;
+            if spun {
+                let (g, _) = self
+                    .0
+                    .cond
+                    .wait_timeout(s, wait_for)
+                    .unwrap_or_else(|p| p.into_inner());
+                s = g;
+            } else {
                 // Before sleeping: a short spin that polls the link (see `dequeue`), so that an
                 // answer arriving within a round trip costs no thread switch.
                 spun = true;
-                s.waiters += 1;
                 drop(s);
                 let until = Instant::now() + WAIT_SPIN.min(wait_for);
-                loop {
+                s = loop {
                     let progressed = self.0.poll_link();
                     let g = self.0.lock();
                     if (g.queue.len() >= threshold && g.signalled > 0)
@@ -320,32 +327,13 @@ impl Evd {
                         || self.0.freed.load(Ordering::Acquire)
                         || (!progressed && Instant::now() >= until)
                     {
-                        s = g;
-                        break;
+                        break g;
                     }
                     drop(g);
                     // Yield, not pause: the peer that must answer may share this CPU.
                     std::thread::yield_now();
-                }
-                s.waiters -= 1;
-                if self.0.freed.load(Ordering::Acquire) {
-                    return err(
-                        ErrorType::InvalidHandle,
-                        Subtype::NoSubtype,
-                        OP,
-                        self.0.object(),
-                        "the EVD was freed while waiting",
-                    );
-                }
-                continue;
+                };
             }
-            s.waiters += 1;
-            let (g, _) = self
-                .0
-                .cond
-                .wait_timeout(s, wait_for)
-                .unwrap_or_else(|p| p.into_inner());
-            s = g;
             s.waiters -= 1;
             if self.0.freed.load(Ordering::Acquire) {
                 return err(
