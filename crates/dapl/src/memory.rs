@@ -149,6 +149,29 @@ impl RegionMemory {
     }
 }
 
+impl RegionMemory {
+    /// An iovec for `len` bytes at `offset`, or None if that range is not inside the region.
+    fn iovec(&self, offset: usize, len: usize) -> Option<libc::iovec> {
+        if !self.range_ok(offset, len) {
+            return None;
+        }
+        Some(libc::iovec {
+            // SAFETY: offset+len lies inside the region (checked just above).
+            iov_base: unsafe { self.ptr.as_ptr().add(offset) }.cast(),
+            iov_len: len,
+        })
+    }
+}
+
+/// A message header with `iov` and nothing else (no address, no control data).
+fn msghdr(iov: &mut [libc::iovec]) -> libc::msghdr {
+    // SAFETY: a zeroed msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len() as _;
+    msg
+}
+
 /// One piece of a gathered socket write: plain bytes or a range of registered memory.
 #[derive(Clone, Copy, Debug)]
 pub enum IoPiece<'a> {
@@ -179,13 +202,10 @@ pub fn send_gather(fd: BorrowedFd<'_>, pieces: &[IoPiece<'_>]) -> io::Result<usi
     for p in pieces.iter().take(MAX_GATHER) {
         let (base, len) = match *p {
             IoPiece::Bytes(b) => (b.as_ptr() as *mut libc::c_void, b.len()),
-            IoPiece::Region { mem, offset, len } => {
-                if !mem.range_ok(offset, len) {
-                    return Err(io::Error::from(io::ErrorKind::InvalidInput));
-                }
-                // SAFETY: offset+len lies inside the region (checked just above).
-                (unsafe { mem.ptr.as_ptr().add(offset) }.cast(), len)
-            }
+            IoPiece::Region { mem, offset, len } => match mem.iovec(offset, len) {
+                Some(v) => (v.iov_base, v.iov_len),
+                None => return Err(io::Error::from(io::ErrorKind::InvalidInput)),
+            },
         };
         iov[n] = libc::iovec {
             iov_base: base,
@@ -193,10 +213,7 @@ pub fn send_gather(fd: BorrowedFd<'_>, pieces: &[IoPiece<'_>]) -> io::Result<usi
         };
         n += 1;
     }
-    // SAFETY: a zeroed msghdr is valid (no name, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = n as _;
+    let msg = msghdr(&mut iov[..n]);
     // SAFETY: every iovec points at live memory of its stated length: caller slices, or region
     // ranges checked above (regions are kept alive by the caller's borrow). The kernel only
     // reads them.
@@ -236,20 +253,13 @@ pub fn recv_scatter(fd: BorrowedFd<'_>, pieces: &[RecvPiece<'_>]) -> io::Result<
     }; MAX_GATHER];
     let mut n = 0;
     for p in pieces.iter().take(MAX_GATHER) {
-        if !p.mem.range_ok(p.offset, p.len) {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
-        }
-        iov[n] = libc::iovec {
-            // SAFETY: offset+len lies inside the region (checked just above).
-            iov_base: unsafe { p.mem.ptr.as_ptr().add(p.offset) }.cast(),
-            iov_len: p.len,
-        };
+        iov[n] = p
+            .mem
+            .iovec(p.offset, p.len)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         n += 1;
     }
-    // SAFETY: a zeroed msghdr is valid (no name, no control data).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov.as_mut_ptr();
-    msg.msg_iovlen = n as _;
+    let mut msg = msghdr(&mut iov[..n]);
     // SAFETY: every iovec points at a checked range of a live region (kept alive by the
     // caller's borrow), valid for writes (type invariant), which no Rust reference aliases; the
     // kernel writes at most iov_len bytes into each.
