@@ -81,7 +81,11 @@ siwi_build_vm() {
     fi
     siwi_log "building siw-vm (SIWVM_SIW_PATCHES=siw-accept-race)"
     local t0=$SECONDS
-    SIWVM_SIW_PATCHES=siw-accept-race nice "$SIWVM_DIR/build.sh" >&2
+    # One retry: the build downloads Debian packages, and a mirror may hiccup.
+    if ! SIWVM_SIW_PATCHES=siw-accept-race nice "$SIWVM_DIR/build.sh" >&2; then
+        siwi_log "siw-vm build failed; retrying once"
+        SIWVM_SIW_PATCHES=siw-accept-race nice "$SIWVM_DIR/build.sh" >&2 || return 1
+    fi
     siwi_log "siw-vm built in $((SECONDS - t0)) s"
 }
 
