@@ -47,11 +47,7 @@ impl CrInner {
 #[derive(Clone)]
 pub struct ConnectionRequest(pub(crate) Arc<CrInner>);
 
-impl std::fmt::Debug for ConnectionRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ConnectionRequest({})", self.0.id)
-    }
-}
+handle_identity!(ConnectionRequest);
 
 /// `DAT_CR_PARAM`.
 #[derive(Debug, Clone)]

@@ -181,18 +181,7 @@ pub(crate) struct EpInner {
 #[derive(Clone)]
 pub struct Endpoint(pub(crate) Arc<EpInner>);
 
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Endpoint({})", self.0.id)
-    }
-}
-
-impl PartialEq for Endpoint {
-    fn eq(&self, o: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
-    }
-}
-impl Eq for Endpoint {}
+handle_identity!(Endpoint);
 
 fn check_completion_flags(f: CompletionFlags, recv: bool) -> bool {
     let allowed: &[CompletionFlags] = if recv {

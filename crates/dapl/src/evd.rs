@@ -59,18 +59,7 @@ pub(crate) struct EvdInner {
 #[derive(Clone)]
 pub struct Evd(pub(crate) Arc<EvdInner>);
 
-impl std::fmt::Debug for Evd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Evd({})", self.0.id)
-    }
-}
-
-impl PartialEq for Evd {
-    fn eq(&self, o: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
-    }
-}
-impl Eq for Evd {}
+handle_identity!(Evd);
 
 /// `DAT_EVD_PARAM`.
 #[derive(Debug, Clone)]
@@ -549,17 +538,7 @@ pub(crate) struct CnoInner {
 #[derive(Clone)]
 pub struct Cno(pub(crate) Arc<CnoInner>);
 
-impl std::fmt::Debug for Cno {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Cno({})", self.0.id)
-    }
-}
-
-impl PartialEq for Cno {
-    fn eq(&self, o: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
-    }
-}
+handle_identity!(Cno);
 
 impl Cno {
     pub(crate) fn new(id: u64, ia: Weak<IaInner>) -> Cno {

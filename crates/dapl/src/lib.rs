@@ -7,7 +7,8 @@
 //!
 //! Below the DAT layer sits a software RNIC engine (queue pairs and a memory table that checks
 //! every remote access) and, below that, links that carry messages between engines. This crate
-//! has the in-process loopback link; the IA name selects the link (`"loopback"`).
+//! has the in-process loopback link and the tcp link (iWARP over kernel TCP); the IA name
+//! selects the link (`"loopback"`, `"tcp:<ipv4>"`).
 //!
 //! ```
 //! use dapl::*;
@@ -21,6 +22,27 @@
 //! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
+
+/// For a handle type `struct $t(pub(crate) Arc<Inner>)` whose inner object has an `id`:
+/// `Debug` as `$t(id)`, and equality as identity (two handles to the same object).
+macro_rules! handle_identity {
+    ($t:ident) => {
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, concat!(stringify!($t), "({})"), self.0.id)
+            }
+        }
+        handle_identity!(@eq $t);
+    };
+    (@eq $t:ident) => {
+        impl PartialEq for $t {
+            fn eq(&self, o: &Self) -> bool {
+                std::sync::Arc::ptr_eq(&self.0, &o.0)
+            }
+        }
+        impl Eq for $t {}
+    };
+}
 
 mod codes;
 pub mod cr;

@@ -28,17 +28,7 @@ impl PzInner {
 #[derive(Clone)]
 pub struct Pz(pub(crate) Arc<PzInner>);
 
-impl std::fmt::Debug for Pz {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pz({})", self.0.id)
-    }
-}
-
-impl PartialEq for Pz {
-    fn eq(&self, o: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
-    }
-}
+handle_identity!(Pz);
 
 impl Pz {
     pub(crate) fn object(&self) -> Object {

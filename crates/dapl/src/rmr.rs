@@ -32,11 +32,7 @@ pub(crate) struct RmrInner {
 #[derive(Clone)]
 pub struct Rmr(pub(crate) Arc<RmrInner>);
 
-impl std::fmt::Debug for Rmr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Rmr({})", self.0.id)
-    }
-}
+handle_identity!(Rmr);
 
 /// `DAT_RMR_PARAM`.
 #[derive(Debug, Clone, PartialEq, Eq)]

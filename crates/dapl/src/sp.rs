@@ -54,11 +54,7 @@ impl std::fmt::Debug for ServicePoint {
     }
 }
 
-impl PartialEq for ServicePoint {
-    fn eq(&self, o: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &o.0)
-    }
-}
+handle_identity!(@eq ServicePoint);
 
 /// `DAT_PSP_PARAM` / `DAT_RSP_PARAM`.
 #[derive(Debug, Clone)]

@@ -69,11 +69,7 @@ pub(crate) struct SrqInner {
 #[derive(Clone)]
 pub struct Srq(pub(crate) Arc<SrqInner>);
 
-impl std::fmt::Debug for Srq {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Srq({})", self.0.id)
-    }
-}
+handle_identity!(Srq);
 
 impl InterfaceAdapter {
     /// Creates an SRQ in `pz` (`dat_srq_create`).
