@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
 use crate::ia::IaInner;
+use crate::link::Link;
 use crate::types::EvdFlags;
 
 /// How long `Evd::wait` polls the link before it sleeps (a loopback round trip is 10-30 us).
@@ -45,6 +46,8 @@ pub(crate) struct EvdState {
 pub(crate) struct EvdInner {
     pub(crate) id: u64,
     pub(crate) ia: Weak<IaInner>,
+    /// The IA's link, for progress in the consumer's thread (`dequeue`, `wait`).
+    link: Arc<dyn Link>,
     pub(crate) flags: EvdFlags,
     pub(crate) is_async: bool,
     state: Mutex<EvdState>,
@@ -80,6 +83,7 @@ impl EvdInner {
     pub(crate) fn new(
         id: u64,
         ia: Weak<IaInner>,
+        link: Arc<dyn Link>,
         qlen: usize,
         flags: EvdFlags,
         cno: Option<Cno>,
@@ -88,6 +92,7 @@ impl EvdInner {
         Arc::new(EvdInner {
             id,
             ia,
+            link,
             flags,
             is_async,
             state: Mutex::new(EvdState {
@@ -109,7 +114,7 @@ impl EvdInner {
 
     /// `Link::poll` of the EVD's IA: true if it handled something.
     fn poll_link(&self) -> bool {
-        self.ia.upgrade().is_some_and(|ia| ia.link.poll())
+        self.link.poll()
     }
 
     fn lock(&self) -> MutexGuard<'_, EvdState> {

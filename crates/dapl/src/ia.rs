@@ -296,6 +296,7 @@ impl InterfaceAdapter {
         let evd = Evd(EvdInner::new(
             inner.next_id(),
             Arc::downgrade(&inner),
+            inner.link.clone(),
             async_evd_qlen,
             EvdFlags::ASYNC,
             None,
@@ -407,6 +408,7 @@ impl InterfaceAdapter {
         let evd = Evd(EvdInner::new(
             self.0.next_id(),
             Arc::downgrade(&self.0),
+            self.0.link.clone(),
             qlen,
             flags,
             cno.cloned(),
