@@ -1665,44 +1665,8 @@ fn shape_total(pieces: &[(usize, usize)]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iwarp::fuzzing::XorShift;
     use iwarp::terminate::{DdpTaggedErrorCode, DdpUntaggedErrorCode, RdmapErrorCode};
-
-    /// Marsaglia xorshift64: deterministic, dependency-free input generator.
-    struct XorShift(u64);
-
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-
-        fn bytes(&mut self, len: usize) -> Vec<u8> {
-            (0..len).map(|_| self.next() as u8).collect()
-        }
-
-        fn mutate(&mut self, data: &mut Vec<u8>) {
-            for _ in 0..1 + self.below(3) {
-                if data.is_empty() {
-                    break;
-                }
-                let at = self.below(data.len());
-                match self.below(4) {
-                    0 => data[at] ^= 1 << self.below(8),
-                    1 => data[at] = self.next() as u8,
-                    2 => data.truncate(at),
-                    _ => data.insert(at, self.next() as u8),
-                }
-            }
-        }
-    }
 
     /// Control bytes: operations mode (CRC on), own receive queue, abrupt disconnect at the end.
     const OPS_CRC: u8 = 3;
@@ -1788,7 +1752,8 @@ mod tests {
                     data[0] &= !2;
                     let mut wire = valid_stream(&h, &mut rng, data[0] & 1 != 0);
                     if rng.below(2) == 0 {
-                        rng.mutate(&mut wire);
+                        let edits = 1 + rng.below(3);
+                        rng.mutate(&mut wire, edits);
                     }
                     data.extend(wire);
                 }

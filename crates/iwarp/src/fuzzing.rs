@@ -351,54 +351,61 @@ fn handshake(control: u8, rest: &[u8]) {
     }
 }
 
+/// Marsaglia xorshift64: a deterministic, dependency-free generator of pseudo-random test
+/// inputs, for the harness bodies' stable tests (here and in `dapl::fuzzing`).
+#[derive(Clone, Debug)]
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next 64 random bits.
+    #[allow(clippy::should_implement_trait)] // not an Iterator: it never ends
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// `len` random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+
+    /// Between 0 and `max - 1` random bytes.
+    pub fn bytes_below(&mut self, max: usize) -> Vec<u8> {
+        let len = self.below(max);
+        self.bytes(len)
+    }
+
+    /// `edits` random edits of `data`: a flipped bit, a replaced byte, a cut, an inserted byte.
+    pub fn mutate(&mut self, data: &mut Vec<u8>, edits: usize) {
+        for _ in 0..edits {
+            if data.is_empty() {
+                break;
+            }
+            let at = self.below(data.len());
+            match self.below(4) {
+                0 => data[at] ^= 1 << self.below(8),
+                1 => data[at] = self.next() as u8,
+                2 => data.truncate(at),
+                _ => data.insert(at, self.next() as u8),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rdmap::ReadRequest;
     use crate::terminate::{LlpErrorCode, TerminateCause};
-
-    /// Marsaglia xorshift64: deterministic, dependency-free input generator.
-    struct XorShift(u64);
-
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-
-        fn bytes(&mut self, len: usize) -> Vec<u8> {
-            (0..len).map(|_| self.next() as u8).collect()
-        }
-
-        /// Between 0 and `max - 1` random bytes.
-        fn bytes_below(&mut self, max: usize) -> Vec<u8> {
-            let len = self.below(max);
-            self.bytes(len)
-        }
-
-        fn mutate(&mut self, data: &mut Vec<u8>) {
-            for _ in 0..self.below(4) {
-                if data.is_empty() {
-                    break;
-                }
-                let at = self.below(data.len());
-                match self.below(4) {
-                    0 => data[at] ^= 1 << self.below(8),
-                    1 => data[at] = self.next() as u8,
-                    2 => data.truncate(at),
-                    _ => data.insert(at, self.next() as u8),
-                }
-            }
-        }
-    }
 
     fn valid_stream(rng: &mut XorShift, crc: bool) -> Vec<u8> {
         let payload = rng.bytes_below(64);
@@ -456,7 +463,8 @@ mod tests {
                 input[0] &= !0x02;
                 let mut wire = valid_stream(&mut rng, control & 1 != 0);
                 if i % 4 == 1 {
-                    rng.mutate(&mut wire);
+                    let edits = rng.below(4);
+                    rng.mutate(&mut wire, edits);
                 }
                 input.extend(wire);
             }
@@ -482,7 +490,8 @@ mod tests {
                     if let Ok(ini) = MpaInitiator::new(config, &rng.bytes_below(40)) {
                         let mut req = ini.request().to_vec();
                         if rng.below(2) == 0 {
-                            rng.mutate(&mut req);
+                            let edits = rng.below(4);
+                            rng.mutate(&mut req, edits);
                         }
                         input.extend(req);
                     }
@@ -503,7 +512,8 @@ mod tests {
                                 .or_else(|_| res.reject(&[]))
                                 .unwrap();
                             if rng.below(2) == 0 {
-                                rng.mutate(&mut reply);
+                                let edits = rng.below(4);
+                                rng.mutate(&mut reply, edits);
                             }
                             reply.extend(rng.bytes_below(8));
                             input.extend(reply);
