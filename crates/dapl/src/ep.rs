@@ -1568,7 +1568,7 @@ impl Endpoint {
         Ok(())
     }
 
-    /// The endpoint's id inside its IA.
+    /// The endpoint's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }

@@ -216,7 +216,7 @@ impl Evd {
         Ok(())
     }
 
-    /// The EVD's id inside its IA.
+    /// The EVD's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }
@@ -564,7 +564,7 @@ impl Cno {
         self.0.cond.notify_all();
     }
 
-    /// The CNO's id inside its IA.
+    /// The CNO's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }

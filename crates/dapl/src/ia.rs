@@ -138,7 +138,6 @@ pub(crate) struct IaInner {
     pub(crate) attr: IaAttr,
     pub(crate) link: Arc<dyn Link>,
     pub(crate) memtable: MemTable,
-    next_id: AtomicU64,
     pub(crate) closed: AtomicBool,
     objects: Mutex<Objects>,
     async_evd: Mutex<Option<Evd>>,
@@ -149,8 +148,10 @@ impl IaInner {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A new object id: unique in the process across IAs and object kinds, so a consumer (the
+    /// C ABI shim) can key its own tables by id alone.
     pub(crate) fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        NEXT_OBJECT.fetch_add(1, Ordering::Relaxed)
     }
 
     pub(crate) fn object(&self) -> Object {
@@ -198,6 +199,7 @@ impl std::fmt::Debug for InterfaceAdapter {
 }
 
 static NEXT_IA: AtomicU64 = AtomicU64::new(1);
+static NEXT_OBJECT: AtomicU64 = AtomicU64::new(1);
 
 fn tcp_link(name: &str, rest: &str) -> Result<(Arc<dyn Link>, IaAddress)> {
     let obj = Object::new("ia", 0);
@@ -288,7 +290,6 @@ impl InterfaceAdapter {
             attr,
             link,
             memtable: MemTable::default(),
-            next_id: AtomicU64::new(1),
             closed: AtomicBool::new(false),
             objects: Mutex::new(Objects::default()),
             async_evd: Mutex::new(None),

@@ -168,7 +168,7 @@ impl Lmr {
         Ok(())
     }
 
-    /// The LMR's id inside its IA.
+    /// The LMR's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }

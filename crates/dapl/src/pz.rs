@@ -48,7 +48,7 @@ impl Pz {
         Ok(())
     }
 
-    /// The PZ's id inside its IA.
+    /// The PZ's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }

@@ -94,7 +94,7 @@ impl Rmr {
         Ok(())
     }
 
-    /// The RMR's id inside its IA.
+    /// The RMR's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }

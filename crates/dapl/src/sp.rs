@@ -186,7 +186,7 @@ impl ServicePoint {
         Ok(())
     }
 
-    /// The service point's id inside its IA.
+    /// The service point's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }

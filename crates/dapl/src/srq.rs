@@ -185,7 +185,7 @@ impl Srq {
         Some(wr)
     }
 
-    /// The SRQ's id inside its IA.
+    /// The SRQ's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
     }
