@@ -97,6 +97,9 @@ type Segs = ArrayVec<Seg, MAX_IOV>;
 enum ReqOp {
     Send,
     Write,
+    /// RDMA Write with Immediate Data (the DAT IB extension's write_immed): the 32-bit value
+    /// for the peer's receive completion.
+    WriteImmed(u32),
     Read,
 }
 
@@ -524,7 +527,7 @@ impl EpInner {
     }
 
     /// Queues a DTO completion on `evd`. `suppress_ok`: SUPPRESS was asked (successes vanish);
-    /// `signalled`: whether it notifies.
+    /// `signalled`: whether it notifies; `immediate`: a RECV_IMMED completion's value.
     #[allow(clippy::too_many_arguments)]
     fn complete(
         &self,
@@ -533,6 +536,7 @@ impl EpInner {
         status: DtoStatus,
         len: u64,
         op: DtoOp,
+        immediate: Option<u32>,
         suppress_ok: bool,
         signalled: bool,
     ) {
@@ -548,6 +552,7 @@ impl EpInner {
                     status,
                     transferred_length: len,
                     operation: op,
+                    immediate,
                 }),
                 signalled,
             );
@@ -558,6 +563,7 @@ impl EpInner {
         let op = match wr.op {
             ReqOp::Send => DtoOp::Send,
             ReqOp::Write => DtoOp::RdmaWrite,
+            ReqOp::WriteImmed(_) => DtoOp::RdmaWriteImmed,
             ReqOp::Read => DtoOp::RdmaRead,
         };
         let signalled = !wr.flags.contains(CompletionFlags::UNSIGNALLED);
@@ -567,6 +573,7 @@ impl EpInner {
             status,
             len,
             op,
+            None,
             wr.flags.contains(CompletionFlags::SUPPRESS),
             signalled,
         );
@@ -581,17 +588,38 @@ impl EpInner {
         solicited: bool,
         recv_flags: CompletionFlags,
     ) {
+        self.complete_recv_as(wr, status, len, solicited, recv_flags, None);
+    }
+
+    /// [`EpInner::complete_recv`] with `immediate`: `Some` for a receive consumed by the peer's
+    /// RDMA Write with Immediate Data, which completes as RECV_IMMED carrying the value (`len` is
+    /// then the write's length, not bytes placed in the receive buffer).
+    fn complete_recv_as(
+        &self,
+        wr: &RecvWr,
+        status: DtoStatus,
+        len: u64,
+        solicited: bool,
+        recv_flags: CompletionFlags,
+        immediate: Option<u32>,
+    ) {
         let signalled = if recv_flags.contains(CompletionFlags::SOLICITED_WAIT) {
             solicited
         } else {
             !wr.flags.contains(CompletionFlags::UNSIGNALLED)
+        };
+        let op = if immediate.is_some() {
+            DtoOp::RecvImmed
+        } else {
+            DtoOp::Receive
         };
         self.complete(
             self.recv_evd.as_ref(),
             wr.cookie,
             status,
             len,
-            DtoOp::Receive,
+            op,
+            immediate,
             false,
             signalled,
         );
@@ -778,6 +806,13 @@ impl EpInner {
                         ReqOp::Send => conn.transmit(OutMsg::Send {
                             solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
                             payload: Payload::Segs(&wr.segs),
+                        }),
+                        ReqOp::WriteImmed(immediate) => conn.transmit(OutMsg::WriteImmed {
+                            stag: wr.remote.rmr_context,
+                            to: wr.remote.virtual_address,
+                            payload: Payload::Segs(&wr.segs),
+                            immediate,
+                            solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
                         }),
                         _ => conn.transmit(OutMsg::Write {
                             stag: wr.remote.rmr_context,
@@ -969,6 +1004,60 @@ impl EpInner {
         Ok(())
     }
 
+    /// Inbound RDMA Write with Immediate Data, whole (links that deliver whole messages): the
+    /// write is checked against the memory table (a zero-length one is not: nothing is placed,
+    /// as a byte-stream link skips an empty Write), then, as for an inbound Send, it takes the
+    /// next receive buffer (own queue or SRQ); only then is the data placed, and the receive
+    /// completes as RECV_IMMED with `immediate` and the write's length. With no buffer nothing
+    /// is placed and the sender waits (RNR), exactly as for a Send.
+    pub(crate) fn rx_write_immed(
+        &self,
+        stag: u32,
+        to: u64,
+        payload: Payload<'_>,
+        immediate: u32,
+        solicited: bool,
+    ) -> RxWriteImmed {
+        let len = payload.len();
+        let seg = if len == 0 {
+            None
+        } else {
+            match self.ia.memtable.resolve_remote(
+                stag,
+                to,
+                len,
+                self.pz.0.id,
+                MemPriv::REMOTE_WRITE,
+            ) {
+                Ok(seg) => Some(seg),
+                Err(f) => return RxWriteImmed::Access(f),
+            }
+        };
+        let mut c = self.lock();
+        if !Self::rx_connected(&c) {
+            // Not connected yet (the accept is still settling): the sender waits, as for a Send.
+            c.peer_waiting = true;
+            return RxWriteImmed::NoBuffer;
+        }
+        let Some(wr) = self.take_recv(&mut c) else {
+            return RxWriteImmed::NoBuffer;
+        };
+        let recv_flags = c.attr.recv_completion_flags;
+        if let Some(seg) = &seg {
+            scatter(payload, std::slice::from_ref(seg));
+        }
+        drop(c);
+        self.complete_recv_as(
+            &wr,
+            DtoStatus::Success,
+            len,
+            solicited,
+            recv_flags,
+            Some(immediate),
+        );
+        RxWriteImmed::Placed
+    }
+
     /// Inbound RDMA Read Request: checked (IRD, STag, PZ, REMOTE_READ, bounds), then queued for
     /// the transmit side, which sends the response in request order.
     pub(crate) fn rx_read_request(
@@ -1058,6 +1147,21 @@ impl EpInner {
     pub(crate) fn rx_send_done(&self, wr: &RecvWr, status: DtoStatus, len: u64, solicited: bool) {
         let recv_flags = self.lock().attr.recv_completion_flags;
         self.complete_recv(wr, status, len, solicited, recv_flags);
+    }
+
+    /// Completes a receive taken by [`EpInner::rx_send_take`] for an inbound RFC 7306 Immediate
+    /// Data message that ends an RDMA Write with Immediate Data (its data was placed before, in
+    /// stream order): RECV_IMMED with `immediate` and the write's length `len`.
+    pub(crate) fn rx_immed_done(&self, wr: &RecvWr, immediate: u32, len: u64, solicited: bool) {
+        let recv_flags = self.lock().attr.recv_completion_flags;
+        self.complete_recv_as(
+            wr,
+            DtoStatus::Success,
+            len,
+            solicited,
+            recv_flags,
+            Some(immediate),
+        );
     }
 
     /// One segment of an inbound RDMA Read Response: placed into the oldest outstanding read
@@ -1439,6 +1543,17 @@ pub(crate) enum RxSend {
     NoBuffer,
     /// The message was longer than the receive buffer: completed with LENGTH_ERROR.
     TooLong,
+}
+
+/// What an inbound RDMA Write with Immediate Data found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxWriteImmed {
+    /// Placed, and a receive buffer completed with the immediate data.
+    Placed,
+    /// No receive buffer was posted (RNR): nothing was placed; the sender waits for a wake.
+    NoBuffer,
+    /// The memory table refused the sink.
+    Access(RemoteFault),
 }
 
 /// What the first segment of an inbound Send found.
@@ -1914,7 +2029,9 @@ impl Endpoint {
             )
         };
         let allowed = match rop {
-            ReqOp::Send => {
+            // A write with immediate data consumes a receive at the peer, as a Send does: the
+            // sender may ask for a solicited event there (RFC 7306 opcode 9).
+            ReqOp::Send | ReqOp::WriteImmed(_) => {
                 CompletionFlags::SUPPRESS
                     | CompletionFlags::SOLICITED_WAIT
                     | CompletionFlags::UNSIGNALLED
@@ -1973,7 +2090,7 @@ impl Endpoint {
                     ),
                 );
             }
-            ReqOp::Write if r.total > remote.segment_length => {
+            ReqOp::Write | ReqOp::WriteImmed(_) if r.total > remote.segment_length => {
                 return err(
                     ErrorType::LengthError,
                     Subtype::NoSubtype,
@@ -1982,6 +2099,18 @@ impl Endpoint {
                     format!(
                         "{} bytes do not fit the remote buffer of {} bytes",
                         r.total, remote.segment_length
+                    ),
+                );
+            }
+            ReqOp::WriteImmed(_) if u32::try_from(r.total).is_err() => {
+                return err(
+                    ErrorType::LengthError,
+                    Subtype::NoSubtype,
+                    op,
+                    ep.object(),
+                    format!(
+                        "{} bytes: the length of a write with immediate data is sent in 32 bits",
+                        r.total
                     ),
                 );
             }
@@ -2067,6 +2196,37 @@ impl Endpoint {
         self.post_request(
             "ep_post_rdma_write",
             ReqOp::Write,
+            iov,
+            cookie,
+            *remote,
+            flags,
+        )
+    }
+
+    /// Posts an RDMA write with immediate data (the DAT IB extension's
+    /// `dat_ib_post_rdma_write_immed`): the gather list `iov` is written to `remote` as by
+    /// [`Endpoint::post_rdma_write`] (same checks and errors), then the peer's next posted receive
+    /// (its endpoint's queue or SRQ) completes as [`DtoOp::RecvImmed`] with `immediate` and
+    /// `transferred_length` = the bytes written; its buffer receives no data, so a zero-length
+    /// receive will do. That completion implies the data is placed. With no receive posted at
+    /// the peer, the operation waits as a Send does. This side completes as
+    /// [`DtoOp::RdmaWriteImmed`] with the bytes written. Flags: those of a write (SUPPRESS,
+    /// UNSIGNALLED if the EP allows it, BARRIER_FENCE), and SOLICITED_WAIT, which makes the
+    /// peer's receive completion solicited, as for a Send.
+    ///
+    /// Over tcp this is an RDMA Write followed by an RFC 7306 Immediate Data message (RDMAP
+    /// opcode 8, or 9 when solicited); only dapl-rs peers understand it.
+    pub fn post_rdma_write_immed(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        remote: &RmrTriplet,
+        immediate: u32,
+        flags: CompletionFlags,
+    ) -> Result<()> {
+        self.post_request(
+            "ep_post_rdma_write_immed",
+            ReqOp::WriteImmed(immediate),
             iov,
             cookie,
             *remote,

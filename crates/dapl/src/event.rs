@@ -57,6 +57,10 @@ pub struct DtoCompletion {
     pub transferred_length: u64,
     /// Which operation completed.
     pub operation: DtoOp,
+    /// The immediate data of a peer's RDMA write with immediate: `Some` exactly for a
+    /// successful [`DtoOp::RecvImmed`] completion (`DAT_IB_EXTENSION_EVENT_DATA`'s
+    /// `val.immed.data`).
+    pub immediate: Option<u32>,
 }
 
 /// `DAT_RMR_BIND_COMPLETION_EVENT_DATA`.

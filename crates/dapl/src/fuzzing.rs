@@ -24,8 +24,10 @@
 //! - no panic in the link or the engine;
 //! - no byte outside the registered ranges changes; the read-only, local-only and other-PZ
 //!   regions do not change at all; in the receive region only the buffers of receives that took
-//!   a Send may change (a successful receive of `n` bytes only in its first `n`), and in the
-//!   sink region only the sinks of reads that got a response (and none past the read length);
+//!   a Send may change (a successful receive of `n` bytes only in its first `n`; one completed
+//!   by RFC 7306 Immediate Data, the end of an RDMA Write with Immediate Data, not at all), and
+//!   in the sink region only the sinks of reads that got a response (and none past the read
+//!   length);
 //! - receives and reads complete in posting order: successes first, then at most one that may
 //!   have been cut short, then flushes;
 //! - what the connection sends parses (FPDU framing, CRC when negotiated, segments): our Read
@@ -257,6 +259,8 @@ pub struct Outcome {
     pub terminate_sent: Option<TerminateCause>,
     /// (cookie, status, length) of every completion, in order.
     pub completions: Vec<(u64, DtoStatus, u64)>,
+    /// (cookie, immediate value) of every RECV_IMMED completion, in order.
+    pub immediates: Vec<(u64, u32)>,
     /// Read Responses the connection sent (complete messages).
     pub responses_sent: usize,
     /// Some byte of the peer-writable regions changed.
@@ -471,7 +475,9 @@ pub enum Op {
     /// Flips bit `flags & 7` of the last byte written (a CRC trailer, or the pad).
     Corrupt = 7,
     /// `total(2) seg(1) fill(1)`: a whole Send of `total % 2048` bytes in segments of `seg`
-    /// bytes (at least a 64th of the total). Flags: 1 solicited.
+    /// bytes (at least a 64th of the total). Flags: 1 solicited, 2 an RFC 7306 Immediate Data
+    /// message instead (the end of an RDMA Write with Immediate Data: immediate value
+    /// `total << 16 | seg << 8 | fill`, write length `total`), 4 with 2: a 7-byte body.
     SendMessage = 8,
     /// `shape(1)`: post a receive (to the SRQ in SRQ mode).
     PostRecv = 9,
@@ -530,6 +536,9 @@ struct Run<'h> {
     /// The peer's whole Send messages and Read Responses, in order, and the ones in progress:
     /// the n-th successful receive (read) must hold the n-th message (response).
     send_msgs: Vec<Vec<u8>>,
+    /// Per entry of `send_msgs`: `Some((immediate, write length))` if that message of QN 0 was
+    /// Immediate Data (its entry in `send_msgs` is empty), whose receive completes RECV_IMMED.
+    send_immed: Vec<Option<(u32, u32)>>,
     cur_send: Vec<u8>,
     resp_msgs: Vec<Vec<u8>>,
     cur_resp: Vec<u8>,
@@ -547,6 +556,8 @@ struct Run<'h> {
     recvs: Vec<Posted>,
     reads: Vec<Posted>,
     done: HashMap<u64, (DtoStatus, u64)>,
+    /// Receives that completed RECV_IMMED, with their immediate value.
+    immed_done: HashMap<u64, u32>,
     outcome: Outcome,
     conn_events: Vec<ConnectionEventKind>,
     freed: bool,
@@ -646,6 +657,7 @@ impl<'h> Run<'h> {
             peer_reads: Vec::new(),
             peer_writes: Vec::new(),
             send_msgs: Vec::new(),
+            send_immed: Vec::new(),
             cur_send: Vec::new(),
             resp_msgs: Vec::new(),
             cur_resp: Vec::new(),
@@ -664,6 +676,7 @@ impl<'h> Run<'h> {
             recvs: Vec::new(),
             reads: Vec::new(),
             done: HashMap::new(),
+            immed_done: HashMap::new(),
             outcome: Outcome::default(),
             conn_events: Vec::new(),
             freed: false,
@@ -920,6 +933,28 @@ impl<'h> Run<'h> {
     }
 
     fn op_send_message(&mut self, flags: u8, r: &mut Reader<'_>) {
+        if flags & 2 != 0 {
+            let (total, seg, fill) = (r.u16(), r.u8(), r.u8());
+            let mut body = Vec::with_capacity(8);
+            body.extend_from_slice(
+                &(u32::from(total) << 16 | u32::from(seg) << 8 | u32::from(fill)).to_be_bytes(),
+            );
+            body.extend_from_slice(&u32::from(total).to_be_bytes());
+            if flags & 4 != 0 {
+                body.pop(); // malformed: Immediate Data is exactly 8 bytes
+            }
+            let opcode = if flags & 1 != 0 { 0x49 } else { 0x48 };
+            let mut ulpdu = vec![0x41, opcode, 0, 0, 0, 0, 0, 0, 0, 0];
+            ulpdu.extend_from_slice(&self.gen.send_msn.to_be_bytes());
+            ulpdu.extend_from_slice(&[0; 4]);
+            ulpdu.extend_from_slice(&body);
+            FpduEncoder::new(self.crc)
+                .encode(&ulpdu, &[], &mut self.wire)
+                .expect("short ULPDU frames");
+            self.gen.send_msn = self.gen.send_msn.wrapping_add(1);
+            self.gen.send_mo = 0;
+            return;
+        }
         let total = usize::from(r.u16() % 2048);
         // At most 64 segments: long runs of tiny FPDUs only cost time.
         let seg = usize::from(r.u8()).max(total / 64).max(1);
@@ -1140,7 +1175,15 @@ impl<'h> Run<'h> {
                         self.cur_send.extend_from_slice(payload);
                         if last {
                             self.send_msgs.push(std::mem::take(&mut self.cur_send));
+                            self.send_immed.push(None);
                         }
+                    }
+                    Ok(Segment::ImmediateData { data, .. }) => {
+                        let word = |i: usize| {
+                            u32::from_be_bytes([data[i], data[i + 1], data[i + 2], data[i + 3]])
+                        };
+                        self.send_msgs.push(Vec::new());
+                        self.send_immed.push(Some((word(0), word(4))));
                     }
                     Ok(Segment::ReadResponse { last, payload, .. }) => {
                         self.cur_resp.extend_from_slice(payload);
@@ -1302,14 +1345,22 @@ impl<'h> Run<'h> {
                     panic!("a DTO EVD got {ev:?}")
                 };
                 assert!(d.ep == self.ep, "completion for another endpoint");
-                assert_eq!(
-                    d.operation,
-                    if recv {
-                        DtoOp::Receive
-                    } else {
-                        DtoOp::RdmaRead
-                    }
-                );
+                if recv && d.operation == DtoOp::RecvImmed {
+                    assert_eq!(d.status, DtoStatus::Success, "RECV_IMMED is a success");
+                    let imm = d.immediate.expect("RECV_IMMED carries the immediate data");
+                    self.immed_done.insert(d.cookie, imm);
+                    self.outcome.immediates.push((d.cookie, imm));
+                } else {
+                    assert_eq!(
+                        d.operation,
+                        if recv {
+                            DtoOp::Receive
+                        } else {
+                            DtoOp::RdmaRead
+                        }
+                    );
+                    assert_eq!(d.immediate, None, "immediate data on a {:?}", d.operation);
+                }
                 let posted = if recv { &self.recvs } else { &self.reads };
                 assert!(
                     posted.iter().any(|p| p.cookie == d.cookie),
@@ -1474,6 +1525,8 @@ impl<'h> Run<'h> {
                         );
                         if what == "read" {
                             assert_eq!(len, p.size, "read {c}: transferred length");
+                        } else if self.immed_done.contains_key(&c) {
+                            // The write's length: nothing was placed in the receive buffer.
                         } else {
                             assert!(len as usize <= shape_total(&p.pieces), "receive {c}: {len}");
                         }
@@ -1518,6 +1571,7 @@ impl<'h> Run<'h> {
         let mut partial_left = true;
         for p in list {
             let limit = match self.done.get(&p.cookie) {
+                Some((DtoStatus::Success, _)) if self.immed_done.contains_key(&p.cookie) => 0,
                 Some((DtoStatus::Success, len)) => *len as usize,
                 Some(_) if partial_left => {
                     partial_left = false;
@@ -1554,11 +1608,18 @@ impl<'h> Run<'h> {
         out
     }
 
-    /// Successful receives and reads hold exactly the peer's messages, in order.
+    /// Successful receives and reads hold exactly the peer's messages, in order (a receive
+    /// taken by Immediate Data reports its value and write length instead).
     fn check_contents(&self) {
-        for (what, list, msgs, region) in [
-            ("receive", &self.recvs, &self.send_msgs, RECV),
-            ("read", &self.reads, &self.resp_msgs, SINK),
+        for (what, list, msgs, immed, region) in [
+            (
+                "receive",
+                &self.recvs,
+                &self.send_msgs,
+                &self.send_immed[..],
+                RECV,
+            ),
+            ("read", &self.reads, &self.resp_msgs, &[][..], SINK),
         ] {
             for (n, p) in list.iter().enumerate() {
                 let Some(&(DtoStatus::Success, len)) = self.done.get(&p.cookie) else {
@@ -1571,6 +1632,21 @@ impl<'h> Run<'h> {
                         msgs.len()
                     )
                 });
+                let got_immed = self.immed_done.get(&p.cookie).copied();
+                if let Some(&Some((imm, write_len))) = immed.get(n) {
+                    assert_eq!(
+                        (got_immed, len),
+                        (Some(imm), u64::from(write_len)),
+                        "{what} {}: message {n} was Immediate Data",
+                        p.cookie
+                    );
+                    continue; // its buffer must not change (check_memory)
+                }
+                assert_eq!(
+                    got_immed, None,
+                    "{what} {}: RECV_IMMED for a Send",
+                    p.cookie
+                );
                 assert_eq!(len, msg.len() as u64, "{what} {}: length", p.cookie);
                 assert!(
                     self.gather(region, &p.pieces, msg.len()) == *msg,
@@ -1688,7 +1764,7 @@ mod tests {
             let payload = rng.bytes(n);
             let region = rng.below(8);
             let off = rng.below(1100) as u64;
-            let seg = match rng.below(5) {
+            let seg = match rng.below(6) {
                 0 => {
                     send_msn += 1;
                     Segment::Send {
@@ -1717,6 +1793,14 @@ mod tests {
                             source_stag: h.stag(region),
                             source_to: region_va(region) + off,
                         },
+                    }
+                }
+                4 => {
+                    send_msn += 1;
+                    Segment::ImmediateData {
+                        msn: send_msn - 1,
+                        solicited: rng.below(2) == 0,
+                        data: rng.next().to_be_bytes(),
                     }
                 }
                 _ => Segment::Terminate {
@@ -1838,6 +1922,75 @@ mod tests {
         // Posted in time instead, the receive takes it.
         let out = h.run(&input(OPS_CRC, 0, 0, &[0x00, 1, 7, 0x09, 0]));
         assert_eq!(out.completions[0], (1000, DtoStatus::Success, 1));
+    }
+
+    /// Op 8 with flag 2: RFC 7306 Immediate Data (immediate 0x01020304, write length 0x102).
+    const IMMED: [u8; 5] = [0x28, 0x01, 0x02, 0x03, 0x04];
+
+    #[test]
+    fn immediate_data_completes_a_posted_receive_without_touching_its_buffer() {
+        let h = EngineInbound::new();
+        // Receive shape 0 (64 bytes), shape 2 (no iov); the write length may exceed both.
+        for initial in [1, 2 << 3 | 1] {
+            let out = h.run(&input(OPS_CRC, 0, initial, &IMMED));
+            assert_eq!(out.state_after_input, Some(EpState::Connected));
+            assert_eq!(out.completions[0], (1000, DtoStatus::Success, 0x102));
+            assert_eq!(out.immediates, vec![(1000, 0x0102_0304)]);
+            assert_eq!(out.terminate_sent, None);
+        }
+        // It takes the next MSN of QN 0: a Send after it goes into the next receive.
+        let mut ops = IMMED.to_vec();
+        ops.extend_from_slice(&[0x00, 2, b'h', b'i']);
+        let out = h.run(&input(OPS_CRC, 0, 2, &ops));
+        assert_eq!(
+            out.completions[..2],
+            [
+                (1000, DtoStatus::Success, 0x102),
+                (1001, DtoStatus::Success, 2)
+            ]
+        );
+        assert_eq!(out.terminate_sent, None);
+    }
+
+    #[test]
+    fn immediate_data_without_a_receive_is_terminated_no_buffer_when_time_passes() {
+        let h = EngineInbound::new();
+        let mut ops = IMMED.to_vec();
+        ops.push(0x0B);
+        let out = h.run(&input(OPS_CRC, 0, 0, &ops));
+        assert_eq!(
+            out.terminate_sent,
+            Some(TerminateCause::DdpUntagged(DdpUntaggedErrorCode::NoBuffer))
+        );
+        // Posted in time instead, the receive takes it.
+        let mut ops = IMMED.to_vec();
+        ops.extend_from_slice(&[0x09, 0]);
+        let out = h.run(&input(OPS_CRC, 0, 0, &ops));
+        assert_eq!(out.completions[0], (1000, DtoStatus::Success, 0x102));
+        assert_eq!(out.immediates, vec![(1000, 0x0102_0304)]);
+    }
+
+    #[test]
+    fn malformed_or_interleaved_immediate_data_is_terminated() {
+        let h = EngineInbound::new();
+        // 7 bytes instead of 8: the stream is unusable; the receive is flushed, untouched.
+        let out = h.run(&input(OPS_CRC, 0, 1, &[0x68, 0, 1, 2, 3]));
+        assert_eq!(
+            out.terminate_sent,
+            Some(TerminateCause::rdmap_operation(
+                RdmapErrorCode::CatastrophicStream
+            ))
+        );
+        assert_eq!(out.completions[0], (1000, DtoStatus::Flushed, 0));
+        // In the middle of a Send (first segment of 2 bytes, L=0).
+        let mut ops = vec![0x10, 2, b'a', b'b'];
+        ops.extend_from_slice(&IMMED);
+        let out = h.run(&input(OPS_CRC, 0, 2, &ops));
+        assert_eq!(
+            out.terminate_sent,
+            Some(TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MsnRange))
+        );
+        assert!(out.immediates.is_empty());
     }
 
     #[test]

@@ -126,7 +126,8 @@ pub enum DtoStatus {
     RmrOperationFailed = 11,
 }
 
-/// `DAT_DTOS`: which operation a completion is for.
+/// `DAT_DTOS`: which operation a completion is for. The last two are the IB extension's
+/// `DAT_IB_DTOS` (`dat_ib_extensions.h`), numbered from `DAT_DTO_EXTENSION_BASE` (8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DtoOp {
     /// `DAT_DTO_SEND`
@@ -141,6 +142,11 @@ pub enum DtoOp {
     ReceiveWithInvalidate = 4,
     /// `DAT_DTO_BIND_MW`
     BindMw = 5,
+    /// `DAT_IB_DTO_RDMA_WRITE_IMMED`: an RDMA write with immediate data, at the initiator.
+    RdmaWriteImmed = 8,
+    /// `DAT_IB_DTO_RECV_IMMED`: a receive consumed by a peer's RDMA write with immediate
+    /// data; the completion carries the immediate value and the write's length.
+    RecvImmed = 9,
 }
 
 /// `DAT_DTO_COOKIE`: 64 opaque bits of the consumer's, returned in the completion.

@@ -424,6 +424,10 @@ impl Conn {
                     }
                 }
                 Segment::ReadRequest { request, .. } => return Ok(Rx::ReadRequest(request)),
+                Segment::ImmediateData { .. } => {
+                    // siw implements no RFC 7306: it never sends this.
+                    return Err("unexpected RFC 7306 Immediate Data".into());
+                }
                 Segment::Write {
                     last,
                     stag,

@@ -65,7 +65,7 @@ const fn control_byte(tagged: bool, last: bool) -> u8 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Queue {
-    /// QN 0: Send variants, consuming posted receive buffers.
+    /// QN 0: Send variants and RFC 7306 Immediate Data, consuming posted receive buffers.
     Send = 0,
     /// QN 1: RDMA Read Requests.
     ReadRequest = 1,

@@ -148,7 +148,8 @@ pub enum Error {
         /// RV received.
         version: u8,
     },
-    /// An opcode this stack does not handle (8..15), or one whose T flag is wrong.
+    /// An opcode this stack does not handle (10..15: RFC 7306 atomics and reserved), or
+    /// one whose T flag is wrong.
     UnexpectedOpcode {
         /// Raw opcode.
         opcode: u8,

@@ -352,6 +352,30 @@ mod tests {
         }
     }
 
+    /// RFC 7306 Immediate Data, MSN 1, as dapl-rs sends it for an RDMA Write with Immediate
+    /// (immediate 0x12345678, write length 0x1000; docs/architecture.md), CRC on. Computed,
+    /// not checked by tshark (4.0.17 shows opcode 8 as "Unknown").
+    const IMMEDIATE_DATA_VECTOR: &str =
+        "001a 4148 00000000 00000000 00000001 00000000 12345678 00001000 66986f23";
+
+    #[test]
+    fn immediate_data_fpdu_is_26_byte_ulpdu_without_pad() {
+        let seg = Segment::ImmediateData {
+            msn: 1,
+            solicited: false,
+            data: [0x12, 0x34, 0x56, 0x78, 0x00, 0x00, 0x10, 0x00],
+        };
+        let wire = hex(IMMEDIATE_DATA_VECTOR);
+        let mut out = Vec::new();
+        let n = FpduEncoder::new(true)
+            .encode_segment(&seg, &mut out)
+            .unwrap();
+        assert_eq!(out, wire);
+        assert_eq!(n, 32);
+        let ulpdu = decode_one(true, &wire);
+        assert_eq!(Segment::parse(&ulpdu).unwrap(), seg);
+    }
+
     #[test]
     fn crc_covers_length_ulpdu_and_pad() {
         let wire = hex(SEND_VECTOR);

@@ -425,6 +425,11 @@ mod tests {
                 payload: &payload,
             },
             Segment::read_rtr(1),
+            Segment::ImmediateData {
+                msn: 2,
+                solicited: rng.below(2) == 0,
+                data: rng.next().to_be_bytes(),
+            },
             Segment::ReadRequest {
                 msn: 2,
                 request: ReadRequest {

@@ -13,7 +13,7 @@
 //! | [`mpa`] | RFC 5044 / RFC 6581 | Request/Reply frames, CRC/IRD/ORD/RTR negotiation per role |
 //! | [`fpdu`] | RFC 5044 | `ULPDU_Length | ULPDU | PAD | CRC` framing, streaming decoder |
 //! | [`ddp`] | RFC 5041 | tagged / untagged headers |
-//! | [`rdmap`] | RFC 5040 | opcodes, Read Request header, typed [`Segment`] view |
+//! | [`rdmap`] | RFC 5040, RFC 7306 | opcodes, Read Request header, Immediate Data, typed [`Segment`] view |
 //! | [`terminate`] | RFC 5040 / 5041 / 5044 | Terminate causes and message body |
 //! | [`segment`] | RFC 5041 | segmentation to MULPDU, MSN/MO/TO order checks |
 //!

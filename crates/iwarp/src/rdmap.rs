@@ -1,11 +1,12 @@
-//! RDMAP messages as typed DDP segments (RFC 5040).
+//! RDMAP messages as typed DDP segments (RFC 5040, and RFC 7306 Immediate Data).
 //!
 //! Owns: the RDMAP control byte (RV=1, opcode), the 28-byte RDMA Read Request header,
-//! and [`Segment`], the typed view of one ULPDU with a borrowed payload, with `parse`
-//! and `emit_header`. Parsing performs every check that needs no connection state,
-//! in siw's order: DDP version, RDMAP version, opcode, header length, QN, shape.
-//! RFC 5040 §4.1 "RDMAP Control and Invalidate STag Field", §4.4 "RDMA Read Request
-//! Header", §4.8 "Terminate Header", §7 "RDMAP Error Management".
+//! the 8-byte Immediate Data, and [`Segment`], the typed view of one ULPDU with a
+//! borrowed payload, with `parse` and `emit_header`. Parsing performs every check that
+//! needs no connection state, in siw's order: DDP version, RDMAP version, opcode, header
+//! length, QN, shape. RFC 5040 §4.1 "RDMAP Control and Invalidate STag Field", §4.4
+//! "RDMA Read Request Header", §4.8 "Terminate Header", §7 "RDMAP Error Management";
+//! RFC 7306 "Immediate Data".
 //!
 //! Must not: track MSN/MO/TO continuity across segments ([`crate::segment`]), look up
 //! STags or buffers (the caller's memory registry), or frame bytes ([`crate::fpdu`]).
@@ -17,6 +18,14 @@
 //! | 2 | RDMA Read Response | 1 | - |
 //! | 3..6 | Send, Send+Inv, Send+SE, Send+SE+Inv | 0 | 0 |
 //! | 7 | Terminate | 0 | 2 |
+//! | 8, 9 | Immediate Data, Immediate Data with SE (RFC 7306) | 0 | 0 |
+//!
+//! Immediate Data travels on the Send queue (QN 0): it takes the next MSN there, as a Send
+//! does, and uses up the peer's next posted receive buffer. Its DDP payload is exactly
+//! [`IMMEDIATE_DATA_LEN`] bytes, opaque to RDMAP (the ULP gives them their meaning), and this
+//! crate sends and accepts it as one segment (L=1, MO 0), like a Read Request: the 8 bytes
+//! are modelled as an RDMAP header ([`Segment::header_len`]) and the payload is empty. The
+//! Atomic opcodes 0xA/0xB are not supported (they parse as an unexpected opcode).
 
 use crate::ddp::{
     self, be32, be64, DdpHeader, Queue, TaggedHeader, UntaggedHeader, TAGGED_HEADER_LEN,
@@ -29,6 +38,8 @@ use crate::terminate::TerminateMessage;
 pub const RDMAP_VERSION: u8 = 1;
 /// Length of the RDMA Read Request header that follows the untagged DDP header.
 pub const READ_REQUEST_HEADER_LEN: usize = 28;
+/// Length of the Immediate Data (RFC 7306) that follows the untagged DDP header.
+pub const IMMEDIATE_DATA_LEN: usize = 8;
 /// Largest header [`Segment::emit_header`] writes: a Terminate with every part.
 pub const MAX_SEGMENT_HEADER_LEN: usize =
     UNTAGGED_HEADER_LEN + crate::terminate::MAX_TERMINATE_BODY_LEN;
@@ -36,7 +47,7 @@ pub const MAX_SEGMENT_HEADER_LEN: usize =
 /// tagged segments with STag 0 even when they are empty (iwarp-wire.md 2.3).
 pub const RTR_STAG: u32 = 1;
 
-/// RDMAP opcodes defined by RFC 5040.
+/// RDMAP opcodes defined by RFC 5040, and the Immediate Data opcodes of RFC 7306.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
@@ -56,10 +67,14 @@ pub enum Opcode {
     SendSolicitedInvalidate = 6,
     /// 0x7 Terminate.
     Terminate = 7,
+    /// 0x8 Immediate Data (RFC 7306).
+    ImmediateData = 8,
+    /// 0x9 Immediate Data with Solicited Event (RFC 7306).
+    ImmediateDataSolicited = 9,
 }
 
 impl Opcode {
-    /// Decode the 4-bit opcode; 8..15 are not RFC 5040 opcodes.
+    /// Decode the 4-bit opcode; 10..15 (RFC 7306 atomics, reserved) are not supported.
     pub const fn from_u8(op: u8) -> Option<Opcode> {
         Some(match op {
             0 => Opcode::Write,
@@ -70,6 +85,8 @@ impl Opcode {
             5 => Opcode::SendSolicited,
             6 => Opcode::SendSolicitedInvalidate,
             7 => Opcode::Terminate,
+            8 => Opcode::ImmediateData,
+            9 => Opcode::ImmediateDataSolicited,
             _ => return None,
         })
     }
@@ -81,6 +98,15 @@ impl Opcode {
             (false, true) => Opcode::SendInvalidate,
             (true, false) => Opcode::SendSolicited,
             (true, true) => Opcode::SendSolicitedInvalidate,
+        }
+    }
+
+    /// The opcode for Immediate Data with or without Solicited Event.
+    pub const fn immediate(solicited: bool) -> Opcode {
+        if solicited {
+            Opcode::ImmediateDataSolicited
+        } else {
+            Opcode::ImmediateData
         }
     }
 
@@ -98,7 +124,9 @@ impl Opcode {
             Opcode::Send
             | Opcode::SendInvalidate
             | Opcode::SendSolicited
-            | Opcode::SendSolicitedInvalidate => Some(Queue::Send),
+            | Opcode::SendSolicitedInvalidate
+            | Opcode::ImmediateData
+            | Opcode::ImmediateDataSolicited => Some(Queue::Send),
         }
     }
 
@@ -183,7 +211,7 @@ impl ReadRequest {
 ///
 /// Fields that RFC 5040 fixes for a message type are implied, not stored: a Read
 /// Request and a Terminate are always a single segment (L=1) with MO 0 on QN 1 / QN 2,
-/// Sends travel on QN 0.
+/// Sends travel on QN 0, and so does Immediate Data (one segment, MO 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Segment<'a> {
     /// RDMA Write (tagged): data for the sink STag at TO.
@@ -229,6 +257,16 @@ pub enum Segment<'a> {
         invalidate_stag: Option<u32>,
         /// Payload.
         payload: &'a [u8],
+    },
+    /// Immediate Data, with or without SE (RFC 7306; untagged, QN 0, one segment). It takes
+    /// the next MSN of the Send queue and uses up a receive buffer at the peer.
+    ImmediateData {
+        /// MSN on QN 0 (shared with Sends).
+        msn: u32,
+        /// Solicited event (opcode 9).
+        solicited: bool,
+        /// The 8 bytes of Immediate Data, opaque to RDMAP.
+        data: [u8; IMMEDIATE_DATA_LEN],
     },
     /// Terminate (untagged, QN 2, one segment).
     Terminate {
@@ -324,6 +362,29 @@ impl<'a> Segment<'a> {
                     message: TerminateMessage::parse(body)?,
                 })
             }
+            Opcode::ImmediateData | Opcode::ImmediateDataSolicited => {
+                single_segment("Immediate Data must be a single segment (L=1)")?;
+                let data = body
+                    .get(..IMMEDIATE_DATA_LEN)
+                    .ok_or(Error::SegmentTooShort {
+                        what: "Immediate Data",
+                        needed: IMMEDIATE_DATA_LEN,
+                        available: body.len(),
+                    })?;
+                if body.len() > IMMEDIATE_DATA_LEN {
+                    return Err(Error::MalformedMessage {
+                        opcode,
+                        reason: "Immediate Data carries exactly 8 bytes",
+                    });
+                }
+                let mut bytes = [0u8; IMMEDIATE_DATA_LEN];
+                bytes.copy_from_slice(data);
+                Ok(Segment::ImmediateData {
+                    msn: h.msn,
+                    solicited: opcode == Opcode::ImmediateDataSolicited,
+                    data: bytes,
+                })
+            }
             _ => {
                 let invalidate = matches!(
                     opcode,
@@ -391,6 +452,7 @@ impl<'a> Segment<'a> {
                 invalidate_stag,
                 ..
             } => Opcode::send(*solicited, invalidate_stag.is_some()),
+            Segment::ImmediateData { solicited, .. } => Opcode::immediate(*solicited),
             Segment::Terminate { .. } => Opcode::Terminate,
         }
     }
@@ -401,17 +463,22 @@ impl<'a> Segment<'a> {
             Segment::Write { last, .. }
             | Segment::ReadResponse { last, .. }
             | Segment::Send { last, .. } => *last,
-            Segment::ReadRequest { .. } | Segment::Terminate { .. } => true,
+            Segment::ReadRequest { .. }
+            | Segment::ImmediateData { .. }
+            | Segment::Terminate { .. } => true,
         }
     }
 
-    /// The data payload (empty for Read Request and Terminate).
+    /// The data payload (empty for Read Request, Immediate Data and Terminate, whose
+    /// bodies are part of [`emit_header`](Self::emit_header)).
     pub const fn payload(&self) -> &'a [u8] {
         match self {
             Segment::Write { payload, .. }
             | Segment::ReadResponse { payload, .. }
             | Segment::Send { payload, .. } => payload,
-            Segment::ReadRequest { .. } | Segment::Terminate { .. } => &[],
+            Segment::ReadRequest { .. }
+            | Segment::ImmediateData { .. }
+            | Segment::Terminate { .. } => &[],
         }
     }
 
@@ -448,6 +515,14 @@ impl<'a> Segment<'a> {
                 msn,
                 mo: 0,
             }),
+            Segment::ImmediateData { msn, .. } => DdpHeader::Untagged(UntaggedHeader {
+                last: true,
+                ulp_control,
+                ulp_word: 0,
+                qn: Queue::Send.qn(),
+                msn,
+                mo: 0,
+            }),
             Segment::Terminate { msn, .. } => DdpHeader::Untagged(UntaggedHeader {
                 last: true,
                 ulp_control,
@@ -460,12 +535,13 @@ impl<'a> Segment<'a> {
     }
 
     /// Bytes [`emit_header`](Self::emit_header) writes: DDP header plus RDMAP header
-    /// fields (Read Request header, Terminate body).
+    /// fields (Read Request header, Immediate Data, Terminate body).
     pub fn header_len(&self) -> usize {
         match self {
             Segment::Write { .. } | Segment::ReadResponse { .. } => TAGGED_HEADER_LEN,
             Segment::Send { .. } => UNTAGGED_HEADER_LEN,
             Segment::ReadRequest { .. } => UNTAGGED_HEADER_LEN + READ_REQUEST_HEADER_LEN,
+            Segment::ImmediateData { .. } => UNTAGGED_HEADER_LEN + IMMEDIATE_DATA_LEN,
             Segment::Terminate { message, .. } => UNTAGGED_HEADER_LEN + message.wire_len(),
         }
     }
@@ -488,6 +564,10 @@ impl<'a> Segment<'a> {
         let mut at = self.ddp_header().emit(buf)?;
         match self {
             Segment::ReadRequest { request, .. } => at += request.emit(&mut buf[at..])?,
+            Segment::ImmediateData { data, .. } => {
+                buf[at..at + IMMEDIATE_DATA_LEN].copy_from_slice(data);
+                at += IMMEDIATE_DATA_LEN;
+            }
             Segment::Terminate { message, .. } => at += message.emit(&mut buf[at..])?,
             _ => {}
         }
@@ -545,6 +625,13 @@ mod tests {
             }
         }
         round_trip(Segment::read_rtr(1));
+        for solicited in [false, true] {
+            round_trip(Segment::ImmediateData {
+                msn: 9,
+                solicited,
+                data: [1, 2, 3, 4, 5, 6, 7, 8],
+            });
+        }
         round_trip(Segment::Terminate {
             msn: 1,
             message: TerminateMessage::header_less(TerminateCause::Llp(LlpErrorCode::CrcError)),
@@ -596,16 +683,113 @@ mod tests {
 
     #[test]
     fn unknown_opcode_maps_to_rdmap_2_06() {
-        let mut b = Segment::send_rtr(1).to_ulpdu().unwrap();
-        b[1] = 0x48; // opcode 8 (RFC 7306 Immediate Data): unsupported
-        let e = Segment::parse(&b).unwrap_err();
+        // 0xA/0xB (RFC 7306 atomics) and the reserved 0xC..0xF are not supported.
+        for op in 0x0A..=0x0F {
+            let mut b = Segment::send_rtr(1).to_ulpdu().unwrap();
+            b[1] = 0x40 | op;
+            let e = Segment::parse(&b).unwrap_err();
+            assert_eq!(
+                e.terminate_cause(),
+                Some(TerminateCause::rdmap_operation(
+                    RdmapErrorCode::UnexpectedOpcode
+                )),
+                "opcode {op:#x}"
+            );
+            assert_eq!(e.terminate_cause().unwrap().to_wire(), (0, 2, 0x06));
+        }
+    }
+
+    /// RFC 7306 Immediate Data: untagged, QN 0, L=1, MO 0, the 8 bytes right after the
+    /// 18-byte DDP header (26-byte ULPDU).
+    #[test]
+    fn rfc7306_immediate_data_is_opcode_8_on_qn_0_with_8_bytes() {
+        let seg = Segment::ImmediateData {
+            msn: 0x0102_0304,
+            solicited: false,
+            data: [0xDE, 0xAD, 0xBE, 0xEF, 0x00, 0x00, 0x10, 0x00],
+        };
+        let b = seg.to_ulpdu().unwrap();
         assert_eq!(
-            e.terminate_cause(),
-            Some(TerminateCause::rdmap_operation(
-                RdmapErrorCode::UnexpectedOpcode
-            ))
+            b,
+            [
+                0x41, 0x48, // DDP: T=0 L=1 DV=1; RDMAP: RV=1, opcode 8
+                0, 0, 0, 0, // RsvdULP[8:39]
+                0, 0, 0, 0, // QN 0
+                1, 2, 3, 4, // MSN
+                0, 0, 0, 0, // MO 0
+                0xDE, 0xAD, 0xBE, 0xEF, 0x00, 0x00, 0x10, 0x00, // Immediate Data
+            ]
         );
-        assert_eq!(e.terminate_cause().unwrap().to_wire(), (0, 2, 0x06));
+        assert_eq!(seg.header_len(), 26);
+        assert!(seg.payload().is_empty());
+        assert!(seg.last());
+        assert_eq!(seg.opcode(), Opcode::ImmediateData);
+        assert_eq!(Opcode::ImmediateData.queue(), Some(Queue::Send));
+        assert!(!Opcode::ImmediateData.is_tagged());
+        assert_eq!(Segment::parse(&b).unwrap(), seg);
+
+        let se = Segment::ImmediateData {
+            msn: 1,
+            solicited: true,
+            data: [0; IMMEDIATE_DATA_LEN],
+        };
+        let b = se.to_ulpdu().unwrap();
+        assert_eq!([b[0], b[1]], [0x41, 0x49], "opcode 9: with Solicited Event");
+        assert_eq!(Segment::parse(&b).unwrap(), se);
+        assert_eq!(Opcode::from_u8(9), Some(Opcode::ImmediateDataSolicited));
+        assert_eq!(Opcode::immediate(true), Opcode::ImmediateDataSolicited);
+    }
+
+    #[test]
+    fn immediate_data_must_be_one_segment_of_exactly_8_bytes_on_qn_0() {
+        let good = Segment::ImmediateData {
+            msn: 1,
+            solicited: false,
+            data: [7; IMMEDIATE_DATA_LEN],
+        }
+        .to_ulpdu()
+        .unwrap();
+        // Shorter: too short; longer: malformed; both are stream-fatal (RDMAP/2/0x07).
+        let e = Segment::parse(&good[..25]).unwrap_err();
+        assert!(matches!(e, Error::SegmentTooShort { .. }), "{e:?}");
+        assert_eq!(e.terminate_cause().unwrap().to_wire(), (0, 2, 0x07));
+        let mut long = good.clone();
+        long.push(0);
+        assert!(matches!(
+            Segment::parse(&long),
+            Err(Error::MalformedMessage {
+                opcode: Opcode::ImmediateData,
+                ..
+            })
+        ));
+        let mut not_last = good.clone();
+        not_last[0] = 0x01;
+        assert!(matches!(
+            Segment::parse(&not_last),
+            Err(Error::MalformedMessage { .. })
+        ));
+        let mut mo = good.clone();
+        mo[17] = 8;
+        assert!(matches!(Segment::parse(&mo), Err(Error::InvalidMo { .. })));
+        let mut qn = good.clone();
+        qn[9] = 1;
+        let e = Segment::parse(&qn).unwrap_err();
+        assert_eq!(
+            e,
+            Error::InvalidQn {
+                qn: 1,
+                opcode: Some(Opcode::ImmediateData)
+            }
+        );
+        let mut tagged = good.clone();
+        tagged[0] = 0xC1;
+        assert!(matches!(
+            Segment::parse(&tagged),
+            Err(Error::UnexpectedOpcode {
+                opcode: 8,
+                tagged: true
+            })
+        ));
     }
 
     #[test]

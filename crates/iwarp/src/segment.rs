@@ -21,7 +21,7 @@
 use crate::ddp::{Queue, TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use crate::error::Error;
 use crate::fpdu::FRAMING_OVERHEAD;
-use crate::rdmap::{Opcode, Segment};
+use crate::rdmap::{Opcode, Segment, IMMEDIATE_DATA_LEN};
 
 /// MULPDU for an effective MSS without markers: `EMSS - (6 + EMSS mod 4)`.
 ///
@@ -336,6 +336,10 @@ impl UntaggedReassembly {
                 ..
             } => self
                 .on_segment(Queue::Send.qn(), msn, mo, last, payload.len())
+                .map(Some),
+            // RFC 7306: Immediate Data is a message of the Send queue and takes its MSN.
+            Segment::ImmediateData { msn, .. } => self
+                .on_segment(Queue::Send.qn(), msn, 0, true, IMMEDIATE_DATA_LEN)
                 .map(Some),
             Segment::ReadRequest { msn, .. } => self
                 .on_segment(Queue::ReadRequest.qn(), msn, 0, true, 0)
@@ -667,6 +671,35 @@ mod tests {
         // Queues count independently.
         r.on_segment(1, 1, 0, true, 0).unwrap();
         r.on_segment(2, 1, 0, true, 0).unwrap();
+    }
+
+    #[test]
+    fn immediate_data_takes_the_next_msn_of_the_send_queue() {
+        let imm = |msn| Segment::ImmediateData {
+            msn,
+            solicited: false,
+            data: [0; IMMEDIATE_DATA_LEN],
+        };
+        let mut r = UntaggedReassembly::new();
+        let p = r.check(&imm(1)).unwrap().unwrap();
+        assert_eq!((p.queue, p.msn, p.complete), (Queue::Send, 1, true));
+        r.check(&Segment::send_rtr(2)).unwrap();
+        r.check(&imm(3)).unwrap();
+        assert_eq!(r.expected_msn(Queue::Send), 4);
+        assert!(matches!(
+            r.check(&imm(3)),
+            Err(Error::MsnOutOfRange {
+                qn: 0,
+                expected: 4,
+                received: 3
+            })
+        ));
+        // In the middle of a Send: the Send's MO is due, not a new message.
+        r.on_segment(0, 4, 0, false, 10).unwrap();
+        assert!(r.check(&imm(5)).is_err());
+        assert!(matches!(r.check(&imm(4)), Err(Error::InvalidMo { .. })));
+        // The other queues are not affected.
+        assert_eq!(r.expected_msn(Queue::ReadRequest), 1);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::cr::CrArrivalInfo;
-use crate::ep::{EpInner, RxReadFault, RxResponse, RxSend, RxWriteFault};
+use crate::ep::{EpInner, RxReadFault, RxResponse, RxSend, RxWriteFault, RxWriteImmed};
 use crate::event::ConnectionEventKind;
 use crate::link::{Connection, Link, OutMsg, PendingRequest, TxOutcome};
 use crate::sp::{ServicePoint, SpInner};
@@ -192,6 +192,17 @@ impl Connection for LoopConn {
                 Ok(()) => TxOutcome::Sent,
                 Err(RxWriteFault::Access(_)) => refused(DtoStatus::RemoteAccess),
                 Err(RxWriteFault::NotConnected) => TxOutcome::PeerClosed,
+            },
+            OutMsg::WriteImmed {
+                stag,
+                to,
+                payload,
+                immediate,
+                solicited,
+            } => match peer.rx_write_immed(stag, to, payload, immediate, solicited) {
+                RxWriteImmed::Placed => TxOutcome::Sent,
+                RxWriteImmed::NoBuffer => TxOutcome::NotReady,
+                RxWriteImmed::Access(_) => refused(DtoStatus::RemoteAccess),
             },
             OutMsg::ReadRequest {
                 sink_stag,

@@ -50,6 +50,17 @@ pub(crate) enum OutMsg<'a> {
         to: u64,
         payload: Payload<'a>,
     },
+    /// RDMA Write into the peer's `stag`/`to`, then (RFC 7306 Immediate Data, with SE if
+    /// `solicited`) `immediate` and the write's length for the peer's next receive, which
+    /// completes as RECV_IMMED once the data is placed. Like a Send, it may find no receive
+    /// buffer ([`TxOutcome::NotReady`], for links that deliver whole messages).
+    WriteImmed {
+        stag: u32,
+        to: u64,
+        payload: Payload<'a>,
+        immediate: u32,
+        solicited: bool,
+    },
     /// RDMA Read Request: read `len` bytes at `src_stag`/`src_to` into our `sink_stag`/`sink_to`.
     ReadRequest {
         sink_stag: u32,
@@ -76,7 +87,8 @@ pub(crate) enum TxOutcome {
     /// more on this connection until the link calls [`EpInner::tx_drained`], which completes
     /// the message.
     Queued,
-    /// A Send found no receive buffer at the peer yet; retry when woken (RNR).
+    /// A Send (or a write with immediate data) found no receive buffer at the peer yet; retry
+    /// when woken (RNR).
     NotReady,
     /// The peer refused the message: the connection is broken and the DTO completes with this
     /// status.

@@ -21,7 +21,7 @@ use iwarp::mpa::{
     InitiatorConfig, InitiatorEvent, MpaInitiator, MpaResponder, ResponderConfig, ResponderEvent,
     Rtr, RtrSet,
 };
-use iwarp::rdmap::{ReadRequest, MAX_SEGMENT_HEADER_LEN, RTR_STAG};
+use iwarp::rdmap::{ReadRequest, IMMEDIATE_DATA_LEN, MAX_SEGMENT_HEADER_LEN, RTR_STAG};
 use iwarp::segment::{mulpdu_for_emss, TaggedReassembly, UntaggedReassembly};
 use iwarp::terminate::{
     DdpTaggedErrorCode, DdpUntaggedErrorCode, LlpErrorCode, RdmapErrorCode, TerminateCause,
@@ -147,9 +147,45 @@ enum Piece {
 
 #[derive(Clone, Copy)]
 enum JobKind {
-    Send { msn: u32, solicited: bool },
-    Write { stag: u32, to: u64 },
-    ReadResp { stag: u32, to: u64 },
+    Send {
+        msn: u32,
+        solicited: bool,
+    },
+    Write {
+        stag: u32,
+        to: u64,
+    },
+    /// An RDMA Write whose last segment is followed by an RFC 7306 Immediate Data message on
+    /// QN 0 with `msn` (see [`write_immed_data`]).
+    WriteImmed {
+        stag: u32,
+        to: u64,
+        msn: u32,
+        solicited: bool,
+        immediate: u32,
+    },
+    ReadResp {
+        stag: u32,
+        to: u64,
+    },
+}
+
+/// The 8 bytes of RFC 7306 Immediate Data that end an RDMA Write with Immediate Data between
+/// dapl-rs peers: the 32-bit immediate value, then the write's length in bytes, both
+/// big-endian (docs/architecture.md). RFC 7306 leaves their meaning to the ULP.
+fn write_immed_data(immediate: u32, len: u32) -> [u8; IMMEDIATE_DATA_LEN] {
+    let mut d = [0u8; IMMEDIATE_DATA_LEN];
+    d[..4].copy_from_slice(&immediate.to_be_bytes());
+    d[4..].copy_from_slice(&len.to_be_bytes());
+    d
+}
+
+/// (immediate value, write length) from Immediate Data built by [`write_immed_data`].
+fn parse_write_immed_data(d: [u8; IMMEDIATE_DATA_LEN]) -> (u32, u32) {
+    (
+        u32::from_be_bytes([d[0], d[1], d[2], d[3]]),
+        u32::from_be_bytes([d[4], d[5], d[6], d[7]]),
+    )
 }
 
 struct TxJob {
@@ -977,9 +1013,19 @@ impl TcpConn {
         let Some(ep) = self.ep() else {
             return Step::Stop;
         };
-        // A Send's first segment takes a receive buffer before anything else is checked, so
-        // that a Send that must wait leaves the order state untouched.
-        if let Segment::Send { mo: 0, .. } = seg {
+        // RFC 7306 Immediate Data is a message of QN 0 of its own: it cannot arrive while a
+        // Send is half received (whose buffer is held).
+        if matches!(seg, Segment::ImmediateData { .. }) && rx.recv.is_some() {
+            return self.fail_in(
+                rx,
+                TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MsnRange),
+                ulpdu,
+            );
+        }
+        // A Send's first segment (or Immediate Data, which uses up a receive buffer just the
+        // same) takes a receive buffer before anything else is checked, so that a message that
+        // must wait leaves the order state untouched.
+        if let Segment::Send { mo: 0, .. } | Segment::ImmediateData { .. } = seg {
             if rx.recv.is_none() {
                 match ep.rx_send_take() {
                     RxTake::Buffer(wr) => rx.recv = Some((wr, false)),
@@ -1033,6 +1079,22 @@ impl TcpConn {
                 } else {
                     rx.recv = Some((wr, solicited));
                 }
+                Step::Go
+            }
+            Segment::ImmediateData {
+                solicited, data, ..
+            } => {
+                // The end of an RDMA Write with Immediate Data: the Write before it on this
+                // stream is placed; its receive completes with the value and the write length.
+                let Some((wr, _)) = rx.recv.take() else {
+                    return self.fail_in(
+                        rx,
+                        TerminateCause::DdpUntagged(DdpUntaggedErrorCode::NoBuffer),
+                        ulpdu,
+                    );
+                };
+                let (immediate, len) = parse_write_immed_data(data);
+                ep.rx_immed_done(&wr, immediate, u64::from(len), solicited);
                 Step::Go
             }
             Segment::Write {
@@ -1455,12 +1517,14 @@ impl TcpConn {
                     invalidate_stag: None,
                     payload: &[],
                 },
-                JobKind::Write { stag, to } => Segment::Write {
-                    last,
-                    stag,
-                    to: to.wrapping_add(job.off),
-                    payload: &[],
-                },
+                JobKind::Write { stag, to } | JobKind::WriteImmed { stag, to, .. } => {
+                    Segment::Write {
+                        last,
+                        stag,
+                        to: to.wrapping_add(job.off),
+                        payload: &[],
+                    }
+                }
                 JobKind::ReadResp { stag, to } => Segment::ReadResponse {
                     last,
                     stag,
@@ -1529,6 +1593,28 @@ impl TcpConn {
             debug_assert_eq!(fpdu_len(ulpdu_len), 2 + ulpdu_len + pad + 4, "FPDU framing");
             job.off += pay;
             if last {
+                if let JobKind::WriteImmed {
+                    msn,
+                    solicited,
+                    immediate,
+                    ..
+                } = job.kind
+                {
+                    // The Immediate Data goes right behind the Write's last segment, in the same
+                    // job: the WR completes once both are written, and the peer's receive
+                    // completes only after the Write is placed (TCP keeps the order).
+                    let imm = Segment::ImmediateData {
+                        msn,
+                        solicited,
+                        // start_job checked that the length fits 32 bits.
+                        data: write_immed_data(immediate, job.total as u32),
+                    };
+                    let a = tx.frames.len();
+                    let framed = tx.enc.encode_segment(&imm, &mut tx.frames);
+                    debug_assert!(framed.is_ok(), "a 26-byte ULPDU always frames");
+                    let b = tx.frames.len();
+                    tx.pieces.push(Piece::Frame(a, b));
+                }
                 job.framed_last = true;
                 break;
             }
@@ -1545,6 +1631,30 @@ impl TcpConn {
                 (JobKind::Send { msn, solicited }, payload)
             }
             OutMsg::Write { stag, to, payload } => (JobKind::Write { stag, to }, payload),
+            OutMsg::WriteImmed {
+                stag,
+                to,
+                payload,
+                immediate,
+                solicited,
+            } => {
+                if u32::try_from(payload.len()).is_err() {
+                    return Err(TxOutcome::Failed(DtoStatus::LocalLength));
+                }
+                // RFC 7306: Immediate Data is a message of the Send queue and takes its MSN.
+                let msn = tx.msn_send;
+                tx.msn_send = tx.msn_send.wrapping_add(1);
+                (
+                    JobKind::WriteImmed {
+                        stag,
+                        to,
+                        msn,
+                        solicited,
+                        immediate,
+                    },
+                    payload,
+                )
+            }
             OutMsg::ReadResponse {
                 sink_stag,
                 sink_to,
