@@ -1,0 +1,134 @@
+//! `dapl::Event` -> `DAT_EVENT`.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use dapl::{AsyncSubject, Event};
+
+use crate::ffi::*;
+use crate::handle::{sockaddr, CrC, Handle, Kind, Obj};
+
+fn handle_of(id: u64) -> DAT_HANDLE {
+    Handle::by_id(id).map_or(std::ptr::null_mut(), |h| h.as_ptr())
+}
+
+/// Stores `pdata` with the EP so the pointer in the event stays valid until the EP is freed,
+/// and returns (size, pointer).
+fn keep_pdata(ep: DAT_HANDLE, pdata: &[u8]) -> (DAT_COUNT, DAT_PVOID) {
+    if pdata.is_empty() {
+        return (0, std::ptr::null_mut());
+    }
+    let Some(Obj::Ep(epc)) = Handle::from_ptr(ep).and_then(|h| h.obj()) else {
+        return (0, std::ptr::null_mut());
+    };
+    let b: Box<[u8]> = pdata.into();
+    let p = b.as_ptr() as *mut c_void;
+    let mut kept = epc.event_pdata.lock().unwrap_or_else(|p| p.into_inner());
+    // One connection's events at most carry a few private data blocks; keep the last few.
+    if kept.len() >= 4 {
+        kept.remove(0);
+    }
+    kept.push(b);
+    (pdata.len() as DAT_COUNT, p)
+}
+
+/// The IB extension type of a completion, for the operations only the extension has.
+fn ib_ext_type(op: dapl::DtoOp) -> Option<DAT_IB_EXT_TYPE> {
+    match op {
+        dapl::DtoOp::RdmaWriteImmed => Some(DAT_IB_RDMA_WRITE_IMMED),
+        dapl::DtoOp::RecvImmed => Some(DAT_IB_RDMA_WRITE_IMMED_DATA),
+        _ => None,
+    }
+}
+
+/// Converts `ev`, dequeued from the EVD whose handle is `evd`, for the consumer.
+pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
+    let mut out: DAT_EVENT = crate::cptr::zeroed();
+    out.event_number = ev.number() as DAT_EVENT_NUMBER;
+    out.evd_handle = evd.as_ptr();
+    match ev {
+        Event::Dto(d) => {
+            if let Some(ty) = ib_ext_type(d.operation) {
+                // The IB extension's completions: own event number, and the extension data
+                // (DAT_IB_EXTENSION_EVENT_DATA: type, status, val.immed.data at byte 8) in
+                // event_extension_data, laid out here word by word (x86-64, little-endian).
+                out.event_number = DAT_IB_DTO_EVENT as DAT_EVENT_NUMBER;
+                let status = if d.status == dapl::DtoStatus::Success {
+                    0u64
+                } else {
+                    1
+                };
+                out.event_extension_data[0] = ty as u64 | status << 32;
+                out.event_extension_data[1] = d.immediate.unwrap_or(0) as u64;
+            }
+            out.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
+                ep_handle: handle_of(d.ep.id()),
+                user_cookie: DAT_DTO_COOKIE { as_64: d.cookie },
+                status: d.status as DAT_DTO_COMPLETION_STATUS,
+                transfered_length: d.transferred_length as DAT_SEG_LENGTH,
+                operation: d.operation as DAT_DTOS,
+                rmr_context: 0,
+            };
+        }
+        Event::RmrBind(b) => {
+            out.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA {
+                rmr_handle: handle_of(b.rmr.id()),
+                user_cookie: DAT_RMR_COOKIE { as_64: b.cookie },
+                status: b.status as DAT_RMR_BIND_COMPLETION_STATUS,
+            };
+        }
+        Event::ConnectionRequest(c) => {
+            let sp = Handle::by_id(c.sp.id());
+            let (sp_ptr, ia) = match sp {
+                Some(h) => (h.as_ptr(), Some(h.ia_handle())),
+                None => (std::ptr::null_mut(), None),
+            };
+            let remote = c.cr.query().ok();
+            let crc = Arc::new(CrC {
+                cr: c.cr,
+                remote: Box::new(sockaddr(remote.as_ref().map(|r| r.remote.remote_addr))),
+                remote_port: remote.as_ref().map_or(0, |r| r.remote.remote_port_qual),
+            });
+            let provider = evd.provider();
+            let cr = Handle::create(provider, Kind::Cr, ia, Obj::Cr(crc), None);
+            let local = match ia.and_then(|h| h.obj()) {
+                Some(Obj::Ia(iac)) => &*iac.address as *const _ as DAT_IA_ADDRESS_PTR,
+                _ => std::ptr::null_mut(),
+            };
+            out.event_data.cr_arrival_event_data = DAT_CR_ARRIVAL_EVENT_DATA {
+                sp_handle: DAT_SP_HANDLE { psp_handle: sp_ptr },
+                local_ia_address_ptr: local,
+                conn_qual: c.conn_qual,
+                cr_handle: cr.as_ptr(),
+                truncate_flag: 0,
+            };
+        }
+        Event::Connection(c) => {
+            let ep = handle_of(c.ep.id());
+            let (private_data_size, private_data) = keep_pdata(ep, &c.private_data);
+            out.event_data.connect_event_data = DAT_CONNECTION_EVENT_DATA {
+                ep_handle: ep,
+                private_data_size,
+                private_data,
+            };
+        }
+        Event::Async(a) => {
+            let dat_handle = match &a.subject {
+                AsyncSubject::Evd(e) => handle_of(e.id()),
+                AsyncSubject::Ep(e) => handle_of(e.id()),
+                AsyncSubject::Srq(s) => handle_of(s.id()),
+                AsyncSubject::Ia => evd.ia_handle().as_ptr(),
+            };
+            out.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA {
+                dat_handle,
+                reason: a.reason as DAT_COUNT,
+            };
+        }
+        Event::Software(v) => {
+            out.event_data.software_event_data = DAT_SOFTWARE_EVENT_DATA {
+                pointer: v as usize as DAT_PVOID,
+            };
+        }
+    }
+    out
+}

@@ -1,0 +1,88 @@
+//! # libdaplrs.so — dapl-rs as a DAT 2.0 provider for libdat2
+//!
+//! The C ABI shim: it converts C types to the `dapl` crate's types and `DatError`s to
+//! `DAT_RETURN`, validates every handle it receives against a table of live objects, and
+//! catches panics at the boundary. libdat2 finds it through a `dat.conf` line such as
+//! `daplrs-lo u2.0 nonthreadsafe default /path/libdaplrs.so dapl.2.0 "tcp 127.0.0.1" ""`.
+//!
+//! Set `DAPLRS_DEBUG=1` to have every error this provider returns printed to stderr with its
+//! DAT code and the reason.
+#![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
+
+pub mod cptr;
+mod ep;
+mod evd;
+mod event;
+mod ext;
+pub mod ffi;
+mod handle;
+mod ia;
+mod mem;
+pub mod provider;
+mod sp;
+mod srq;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use ffi::*;
+
+/// What the body of a vtable function returns.
+pub(crate) type R = Result<(), DAT_RETURN>;
+
+fn debug_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("DAPLRS_DEBUG").is_some_and(|v| v != "0"))
+}
+
+/// Runs a vtable function's body: errors become their `DAT_RETURN`, a panic becomes
+/// `DAT_INTERNAL_ERROR` (it never unwinds into C).
+pub(crate) fn guard(op: &'static str, f: impl FnOnce() -> R) -> DAT_RETURN {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => DAT_SUCCESS,
+        Ok(Err(code)) => {
+            if debug_on() && code != DAT_QUEUE_EMPTY {
+                eprintln!("daplrs: {op}: error {code:#010x}");
+            }
+            code
+        }
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            eprintln!("daplrs: {op}: internal error (panic: {what})");
+            DAT_CLASS_ERROR | DAT_INTERNAL_ERROR
+        }
+    }
+}
+
+/// A `dapl` error as a `DAT_RETURN`, printed first when `DAPLRS_DEBUG` is set.
+pub(crate) fn dat(e: dapl::DatError) -> DAT_RETURN {
+    if debug_on() {
+        eprintln!("daplrs: {e} ({:#010x})", e.dat_return());
+    }
+    e.dat_return()
+}
+
+/// `?`-friendly conversion of `dapl::Result`.
+pub(crate) trait Dat<T> {
+    fn dat(self) -> Result<T, DAT_RETURN>;
+}
+
+impl<T> Dat<T> for dapl::Result<T> {
+    fn dat(self) -> Result<T, DAT_RETURN> {
+        self.map_err(dat)
+    }
+}
+
+/// An error `DAT_RETURN` from a type and subtype.
+pub(crate) fn err(ty: DAT_RETURN, sub: DAT_RETURN) -> DAT_RETURN {
+    DAT_CLASS_ERROR | ty | sub
+}
+
+/// `DAT_NOT_IMPLEMENTED`, for the vtable slots with no `dapl` equivalent (listed in README).
+pub(crate) fn not_implemented(op: &'static str) -> DAT_RETURN {
+    guard(op, || Err(err(DAT_NOT_IMPLEMENTED, 0)))
+}

@@ -1,0 +1,115 @@
+//! Shared Receive Queue slots.
+
+use dapl::SrqAttr;
+
+use crate::cptr::{bad_arg, In, Out};
+use crate::ffi::*;
+use crate::handle::{self, ia_index, Handle, Kind, Obj};
+use crate::ia::context_bits;
+use crate::mem::iov;
+use crate::{guard, Dat};
+
+fn count(arg: u32, v: DAT_COUNT) -> Result<usize, DAT_RETURN> {
+    usize::try_from(v).map_err(|_| bad_arg(arg))
+}
+
+/// A low watermark from C: 0 (`DAT_SRQ_LW_DEFAULT`) means none.
+fn lw(arg: u32, v: DAT_COUNT) -> Result<Option<usize>, DAT_RETURN> {
+    Ok(Some(count(arg, v)?).filter(|&n| n != 0))
+}
+
+pub(crate) unsafe extern "C" fn srq_create(
+    ia: DAT_IA_HANDLE,
+    pz: DAT_PZ_HANDLE,
+    attr: *mut DAT_SRQ_ATTR,
+    srq: *mut DAT_SRQ_HANDLE,
+) -> DAT_RETURN {
+    let attr = In::new(attr);
+    let srq = Out::new(srq);
+    guard("srq_create", || {
+        let (h, iac) = handle::ia(ia)?;
+        let (pzh, p) = handle::pz(pz)?;
+        let a = attr.get(3)?;
+        if srq.is_null() {
+            return Err(bad_arg(4));
+        }
+        let a = SrqAttr {
+            max_recv_dtos: count(3, a.max_recv_dtos)?,
+            max_recv_iov: count(3, a.max_recv_iov)?,
+            low_watermark: lw(3, a.low_watermark)?,
+        };
+        let s = iac.ia.srq_create(&p, &a).dat()?;
+        let id = s.id();
+        let sh = Handle::create(h.provider(), Kind::Srq, Some(h), Obj::Srq(s, pzh), Some(id));
+        srq.put(4, sh.as_ptr())
+    })
+}
+
+pub(crate) unsafe extern "C" fn srq_free(srq: DAT_SRQ_HANDLE) -> DAT_RETURN {
+    guard("srq_free", || {
+        let (h, s) = handle::srq(srq)?;
+        s.free().dat()?;
+        h.kill(Some(s.id()));
+        Ok(())
+    })
+}
+
+pub(crate) unsafe extern "C" fn srq_post_recv(
+    srq: DAT_SRQ_HANDLE,
+    n: DAT_COUNT,
+    segs: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+) -> DAT_RETURN {
+    let segs = In::new(segs);
+    guard("srq_post_recv", || {
+        let (_, s) = handle::srq(srq)?;
+        let v = iov(3, &segs, n as i64)?;
+        s.post_recv(&v, context_bits(cookie)).dat()
+    })
+}
+
+pub(crate) unsafe extern "C" fn srq_query(
+    srq: DAT_SRQ_HANDLE,
+    _mask: DAT_SRQ_PARAM_MASK,
+    param: *mut DAT_SRQ_PARAM,
+) -> DAT_RETURN {
+    let param = Out::new(param);
+    guard("srq_query", || {
+        let (h, o) = handle::get(srq, Kind::Srq)?;
+        let Obj::Srq(s, pzh) = o else {
+            return Err(Kind::Srq.invalid());
+        };
+        let q = s.query().dat()?;
+        let c = |v: usize| v.min(i32::MAX as usize) as DAT_COUNT;
+        param.put(
+            3,
+            DAT_SRQ_PARAM {
+                ia_handle: ia_index(h.ia_handle()),
+                srq_state: DAT_SRQ_STATE_OPERATIONAL,
+                pz_handle: pzh.as_ptr(),
+                max_recv_dtos: c(q.attr.max_recv_dtos),
+                max_recv_iov: c(q.attr.max_recv_iov),
+                low_watermark: c(q.attr.low_watermark.unwrap_or(0)),
+                available_dto_count: c(q.available_dto_count),
+                outstanding_dto_count: c(q
+                    .attr
+                    .max_recv_dtos
+                    .saturating_sub(q.available_dto_count)),
+            },
+        )
+    })
+}
+
+pub(crate) unsafe extern "C" fn srq_resize(srq: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
+    guard("srq_resize", || {
+        let n = count(2, qlen)?;
+        handle::srq(srq)?.1.resize(n).dat()
+    })
+}
+
+pub(crate) unsafe extern "C" fn srq_set_lw(srq: DAT_SRQ_HANDLE, low: DAT_COUNT) -> DAT_RETURN {
+    guard("srq_set_lw", || {
+        let l = lw(2, low)?;
+        handle::srq(srq)?.1.set_lw(l).dat()
+    })
+}
