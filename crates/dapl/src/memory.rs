@@ -32,6 +32,21 @@ unsafe impl Send for RegionMemory {}
 // SAFETY: as for Send: `&RegionMemory` only permits bounds-checked raw copies.
 unsafe impl Sync for RegionMemory {}
 
+/// Stores the last byte of a placement after everything before it.
+///
+/// Consumers poll the last byte of a buffer to learn that an RDMA write has landed (dtest -W
+/// does, then compares the whole buffer), and `memcpy` gives no order: glibc's copies of a few
+/// KiB store the tail before the middle. So placements copy all but the last byte, then a
+/// release fence, then the last byte (x86-64 keeps stores in program order after that).
+///
+/// # Safety
+/// `at` must be valid for a one-byte write.
+unsafe fn last_byte_last(at: *mut u8, byte: u8) {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+    // SAFETY: the caller's contract; a volatile store so the compiler keeps it after the fence.
+    unsafe { at.write_volatile(byte) };
+}
+
 impl RegionMemory {
     /// Allocates `len` zeroed bytes, page aligned. `len` must be > 0. Large allocations are
     /// served by the kernel lazily (the pages are not touched here).
@@ -88,12 +103,17 @@ impl RegionMemory {
         if !self.range_ok(offset, src.len()) {
             return false;
         }
+        let Some((&last, head)) = src.split_last() else {
+            return true;
+        };
         // SAFETY: offset+len <= self.len (checked), the region is valid for writes (type
         // invariant), and `src` is a live Rust slice, which cannot overlap region memory since no
         // reference into the region is ever created.
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
-        };
+            let dst = self.ptr.as_ptr().add(offset);
+            std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len());
+            last_byte_last(dst.add(head.len()), last);
+        }
         true
     }
 
@@ -127,14 +147,18 @@ impl RegionMemory {
         if !self.range_ok(offset, len) || !dst.range_ok(dst_offset, len) {
             return false;
         }
-        // SAFETY: both ranges are inside their regions (checked); `copy` allows overlap.
+        if len == 0 {
+            return true;
+        }
+        // SAFETY: both ranges are inside their regions (checked); `copy` allows overlap, and
+        // the source's last byte is read before anything is written.
         unsafe {
-            std::ptr::copy(
-                self.ptr.as_ptr().add(offset),
-                dst.ptr.as_ptr().add(dst_offset),
-                len,
-            )
-        };
+            let from = self.ptr.as_ptr().add(offset);
+            let to = dst.ptr.as_ptr().add(dst_offset);
+            let last = from.add(len - 1).read();
+            std::ptr::copy(from, to, len - 1);
+            last_byte_last(to.add(len - 1), last);
+        }
         true
     }
 
