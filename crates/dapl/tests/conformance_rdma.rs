@@ -1291,6 +1291,28 @@ per_link!(connect_without_listener_is_non_peer_rejected, |link| {
     a.close();
 });
 
+/// tcp: a refused connect is retried for a while (a peer may create its PSP just after telling
+/// us to connect, as Debian's dtestx does), so a listener that appears in time is reached.
+#[test]
+fn tcp_connect_refused_then_listener_appears_is_established() {
+    let a = Side::new("tcp", None);
+    let b = Side::new("tcp", None);
+    let q = qual();
+    let addr = b.ia.query().unwrap().ia_address;
+    a.ep.connect(addr, q, T, b"early").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(a.ep.state(), EpState::ActiveConnectionPending);
+    let cr_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
+    let _psp = b.ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
+    let arr = expect_cr(&cr_evd);
+    assert_eq!(arr.cr.private_data(), b"early");
+    arr.cr.accept(Some(&b.ep), b"").unwrap();
+    a.expect_conn(ConnectionEventKind::Established);
+    b.expect_conn(ConnectionEventKind::Established);
+    a.close();
+    b.close();
+}
+
 per_link!(
     reject_with_private_data_is_peer_rejected_carrying_it,
     |link| {

@@ -52,7 +52,11 @@ const CUT_MIN: usize = 8192;
 
 enum Phase {
     /// Active side: TCP connect in progress.
-    Connecting { init: MpaInitiator, attempt: u64 },
+    Connecting {
+        init: MpaInitiator,
+        attempt: u64,
+        dial: super::Dial,
+    },
     /// Active side: Request sent, waiting for the Reply.
     AwaitReply { init: MpaInitiator, attempt: u64 },
     /// Passive side: waiting for the Request.
@@ -323,9 +327,50 @@ impl TcpConn {
         shared: &Arc<Shared>,
         ep: &Arc<EpInner>,
         attempt: u64,
-        target: SocketAddr,
-        private_data: &[u8],
-    ) -> io::Result<()> {
+        dial: super::Dial,
+    ) -> Result<(), (io::Error, super::Dial)> {
+        let (sock, init) = match Self::try_connect(shared, ep, &dial) {
+            Ok(x) => x,
+            Err(e) => return Err((e, dial)),
+        };
+        let target = dial.target;
+        let conn = Arc::new(TcpConn::new(
+            id,
+            Arc::downgrade(shared),
+            sock,
+            target,
+            Phase::Connecting {
+                init,
+                attempt,
+                dial,
+            },
+        ));
+        *lock(&conn.ep) = Arc::downgrade(ep);
+        // The endpoint learns its connection before epoll may drive it: once registered, the
+        // handshake can finish on another thread (progress thread or a polling consumer), and
+        // an endpoint that is no longer pending would then close the connection it just got.
+        ep.set_pending_conn(attempt, conn.clone());
+        shared.set_timed(id, true);
+        shared
+            .register(&conn, EventFlags::OUT | EventFlags::RDHUP)
+            .map_err(|e| {
+                let dial = super::Dial {
+                    target,
+                    private_data: Vec::new(),
+                    refused_until: std::time::Instant::now(),
+                };
+                (e, dial)
+            })
+    }
+
+    /// The socket of an active connect, connect(2) started, and the MPA initiator.
+    fn try_connect(
+        shared: &Arc<Shared>,
+        ep: &Arc<EpInner>,
+        dial: &super::Dial,
+    ) -> io::Result<(Socket, MpaInitiator)> {
+        let target = dial.target;
+        let private_data = &dial.private_data[..];
         let (ird, ord) = ep.read_depths();
         let config = InitiatorConfig {
             crc: shared.opts.crc,
@@ -350,21 +395,7 @@ impl TcpConn {
             Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
             Err(e) => return Err(e),
         }
-        let conn = Arc::new(TcpConn::new(
-            id,
-            Arc::downgrade(shared),
-            sock,
-            target,
-            Phase::Connecting { init, attempt },
-        ));
-        *lock(&conn.ep) = Arc::downgrade(ep);
-        // The endpoint learns its connection before epoll may drive it: once registered, the
-        // handshake can finish on another thread (progress thread or a polling consumer), and
-        // an endpoint that is no longer pending would then close the connection it just got.
-        ep.set_pending_conn(attempt, conn.clone());
-        shared.set_timed(id, true);
-        shared.register(&conn, EventFlags::OUT | EventFlags::RDHUP)?;
-        Ok(())
+        Ok((sock, init))
     }
 
     /// Passive side: a connection arrived at a listener.
@@ -429,8 +460,11 @@ impl TcpConn {
                     Ok(None) => self.sock.peer_addr().map(|_| ()),
                     Ok(Some(e)) | Err(e) => Err(e),
                 };
-                let Phase::Connecting { init, attempt } =
-                    std::mem::replace(&mut rx.phase, Phase::Dead)
+                let Phase::Connecting {
+                    init,
+                    attempt,
+                    dial,
+                } = std::mem::replace(&mut rx.phase, Phase::Dead)
                 else {
                     unreachable!()
                 };
@@ -450,12 +484,8 @@ impl TcpConn {
                         drop(rx);
                         self.kill();
                         if let Some(ep) = self.ep() {
-                            let kind = if e.kind() == ErrorKind::ConnectionRefused {
-                                ConnectionEventKind::NonPeerRejected
-                            } else {
-                                ConnectionEventKind::Unreachable
-                            };
-                            ep.attempt_failed(attempt, kind, Vec::new());
+                            let shared = self.shared.clone();
+                            super::connect_failed(shared, &ep, attempt, dial, e.kind());
                         }
                         return;
                     }

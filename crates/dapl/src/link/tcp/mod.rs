@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustix::event::epoll::{self, EventData, EventFlags};
 use socket2::{Domain, Socket, Type};
@@ -28,7 +28,7 @@ use crate::ep::EpInner;
 use crate::event::ConnectionEventKind;
 use crate::link::Link;
 use crate::sp::SpInner;
-use crate::types::{ConnQual, IaAddress};
+use crate::types::{ConnQual, EpState, IaAddress};
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use conn::FuzzProbe;
@@ -258,19 +258,12 @@ impl Link for TcpLink {
     }
 
     fn connect(&self, ep: &Arc<EpInner>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
-        let attempt = ep.current_attempt();
-        let target = SocketAddr::new(remote.ip(), port_for_qual(qual));
-        let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-        match TcpConn::connect(id, &self.shared, ep, attempt, target, private_data) {
-            Ok(()) => {}
-            Err(e) => {
-                let kind = match e.kind() {
-                    ErrorKind::ConnectionRefused => ConnectionEventKind::NonPeerRejected,
-                    _ => ConnectionEventKind::Unreachable,
-                };
-                ep.attempt_failed(attempt, kind, Vec::new());
-            }
-        }
+        let dial = Dial {
+            target: SocketAddr::new(remote.ip(), port_for_qual(qual)),
+            private_data: private_data.to_vec(),
+            refused_until: Instant::now() + REFUSED_RETRY_FOR,
+        };
+        dial_now(&self.shared, ep, ep.current_attempt(), dial);
     }
 
     /// A non-blocking `epoll_wait` on the progress thread's set, handling ready connections
@@ -393,4 +386,57 @@ pub(crate) fn parse_name(rest: &str) -> Option<(Ipv4Addr, TcpOptions)> {
         }
     }
     Some((ip, opts))
+}
+
+/// A refused connect is tried again for this long before the endpoint gets NON_PEER_REJECTED
+/// (within its own connect timeout, which still applies): a peer that creates its PSP just
+/// after telling the requester to connect (Debian's dtestx does) is not yet listening, and IB
+/// and iWARP connection managers retry such rejects too.
+pub(crate) const REFUSED_RETRY_FOR: Duration = Duration::from_secs(2);
+/// Pause between refused connects.
+const REFUSED_RETRY_GAP: Duration = Duration::from_millis(50);
+
+/// What an active connect needs to be made again.
+pub(crate) struct Dial {
+    pub(crate) target: SocketAddr,
+    pub(crate) private_data: Vec<u8>,
+    /// Refused connects are retried until then.
+    pub(crate) refused_until: Instant,
+}
+
+/// Starts (or restarts) connect `attempt` of `ep`.
+fn dial_now(shared: &Arc<Shared>, ep: &Arc<EpInner>, attempt: u64, dial: Dial) {
+    let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+    if let Err((e, dial)) = TcpConn::connect(id, shared, ep, attempt, dial) {
+        connect_failed(Arc::downgrade(shared), ep, attempt, dial, e.kind());
+    }
+}
+
+/// Connect `attempt` failed with `kind`: a refusal within the retry window dials again after a
+/// pause (if the attempt is still pending then); anything else ends the attempt.
+pub(crate) fn connect_failed(
+    shared: Weak<Shared>,
+    ep: &Arc<EpInner>,
+    attempt: u64,
+    dial: Dial,
+    kind: ErrorKind,
+) {
+    let now = Instant::now();
+    if kind == ErrorKind::ConnectionRefused && now + REFUSED_RETRY_GAP < dial.refused_until {
+        let ep = ep.clone();
+        crate::timer::at(now + REFUSED_RETRY_GAP, move || {
+            if !ep.attempt_pending(attempt, EpState::ActiveConnectionPending) {
+                return;
+            }
+            if let Some(shared) = shared.upgrade() {
+                dial_now(&shared, &ep, attempt, dial);
+            }
+        });
+        return;
+    }
+    let kind = match kind {
+        ErrorKind::ConnectionRefused => ConnectionEventKind::NonPeerRejected,
+        _ => ConnectionEventKind::Unreachable,
+    };
+    ep.attempt_failed(attempt, kind, Vec::new());
 }
