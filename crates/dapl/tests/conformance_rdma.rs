@@ -1275,6 +1275,32 @@ per_link!(psp_create_any_returns_usable_qualifier, |link| {
     b.close();
 });
 
+per_link!(
+    ep_create_accepts_evds_of_another_ia_of_the_process,
+    |link| {
+        let b = Side::new(link, None);
+        let (_psp, cr_evd, q, addr) = listen(&b);
+        let (ia1, _) = InterfaceAdapter::open(link, 8).unwrap();
+        let (ia2, _) = InterfaceAdapter::open(link, 8).unwrap();
+        let evd = ia1
+            .evd_create(16, None, EvdFlags::CONNECTION | EvdFlags::DTO)
+            .unwrap();
+        let pz = ia2.pz_create().unwrap();
+        let ep = ia2
+            .ep_create(&pz, Some(&evd), Some(&evd), Some(&evd), None)
+            .unwrap();
+        ep.connect(addr, q, T, b"").unwrap();
+        expect_cr(&cr_evd).cr.accept(Some(&b.ep), b"").unwrap();
+        let (ev, _) = evd.wait(T, 1).unwrap();
+        let c = ev.as_connection().expect("a connection event");
+        assert_eq!((c.kind, &c.ep), (ConnectionEventKind::Established, &ep));
+        b.expect_conn(ConnectionEventKind::Established);
+        ia2.close(CloseFlags::Abrupt).unwrap();
+        ia1.close(CloseFlags::Abrupt).unwrap();
+        b.close();
+    }
+);
+
 per_link!(connect_without_listener_is_non_peer_rejected, |link| {
     let a = Side::new(link, None);
     let la = a.lmr(64);
