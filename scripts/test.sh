@@ -8,6 +8,7 @@ need_pkgs=()
 [ -f /usr/include/dat2/dat_error.h ] || need_pkgs+=(libdapl-dev)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v ip >/dev/null || need_pkgs+=(iproute2) # tcp_hosts: network namespaces as hosts
+command -v dapltest >/dev/null || need_pkgs+=(dapl2-utils) # Debian's DAT test programs
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -33,6 +34,12 @@ echo "== tshark decode (scripts/tshark-check.sh)"
 tshark_rc=0
 ./scripts/tshark-check.sh | tee -a "$log" || tshark_rc=$?
 [ "$tshark_rc" = 0 ] || echo "FAIL tshark-check (exit $tshark_rc)" | tee -a "$log"
+# The real DAT programs (dtest, dtestcm, dtestsrq, dtestx, dapltest from dapl2-utils) through
+# libdat2 and a dat.conf pointing at libdaplrs.so; docs/dat-programs.md. One PASS/FAIL line each.
+echo "== DAT programs (scripts/dat-programs.sh)"
+dat_rc=0
+./scripts/dat-programs.sh | tee -a "$log" || dat_rc=$?
+[ "$dat_rc" = 0 ] || echo "FAIL dat-programs (exit $dat_rc)" | tee -a "$log"
 # Interop with the Linux kernel's siw (QEMU guest from ../shared/siw-vm): the codec probe and
 # the dapl-rs rping, both directions, CRC off and on. One PASS/FAIL line per check, counted below.
 echo "== siw interop (scripts/siw-interop.sh)"
