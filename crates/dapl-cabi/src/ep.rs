@@ -369,8 +369,9 @@ pub(crate) unsafe extern "C" fn ep_post_recv(
     })
 }
 
-fn rmr_triplet(t: &In<DAT_RMR_TRIPLET>) -> Result<RmrTriplet, DAT_RETURN> {
-    let t = t.get(5)?;
+/// The remote buffer of an RDMA post (argument `arg`).
+pub(crate) fn rmr_triplet(arg: u32, t: &In<DAT_RMR_TRIPLET>) -> Result<RmrTriplet, DAT_RETURN> {
+    let t = t.get(arg)?;
     Ok(RmrTriplet {
         rmr_context: t.rmr_context,
         virtual_address: t.virtual_address,
@@ -386,15 +387,49 @@ pub(crate) unsafe extern "C" fn ep_post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
-    let remote = In::new(remote);
+    let (segs, remote) = (In::new(segs), In::new(remote));
     guard("ep_post_rdma_read", || {
-        let (_, e) = handle::ep(ep)?;
-        let v = iov(3, &segs, n as i64)?;
-        let r = rmr_triplet(&remote)?;
-        e.ep.post_rdma_read(&v, context_bits(cookie), &r, completion_flags(6, flags)?)
-            .dat()
+        post_rdma(
+            ep,
+            n,
+            &segs,
+            cookie,
+            &remote,
+            flags,
+            dapl::Endpoint::post_rdma_read,
+        )
     })
+}
+
+type RdmaPost = fn(
+    &dapl::Endpoint,
+    &[dapl::LmrTriplet],
+    u64,
+    &RmrTriplet,
+    dapl::CompletionFlags,
+) -> dapl::Result<()>;
+
+/// The body of `ep_post_rdma_read` and `ep_post_rdma_write`.
+fn post_rdma(
+    ep: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    segs: &In<DAT_LMR_TRIPLET>,
+    cookie: DAT_DTO_COOKIE,
+    remote: &In<DAT_RMR_TRIPLET>,
+    flags: DAT_COMPLETION_FLAGS,
+    post: RdmaPost,
+) -> R {
+    let (_, e) = handle::ep(ep)?;
+    let v = iov(3, segs, n as i64)?;
+    let r = rmr_triplet(5, remote)?;
+    post(
+        &e.ep,
+        &v,
+        context_bits(cookie),
+        &r,
+        completion_flags(6, flags)?,
+    )
+    .dat()
 }
 
 pub(crate) unsafe extern "C" fn ep_post_rdma_write(
@@ -405,14 +440,17 @@ pub(crate) unsafe extern "C" fn ep_post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
-    let remote = In::new(remote);
+    let (segs, remote) = (In::new(segs), In::new(remote));
     guard("ep_post_rdma_write", || {
-        let (_, e) = handle::ep(ep)?;
-        let v = iov(3, &segs, n as i64)?;
-        let r = rmr_triplet(&remote)?;
-        e.ep.post_rdma_write(&v, context_bits(cookie), &r, completion_flags(6, flags)?)
-            .dat()
+        post_rdma(
+            ep,
+            n,
+            &segs,
+            cookie,
+            &remote,
+            flags,
+            dapl::Endpoint::post_rdma_write,
+        )
     })
 }
 

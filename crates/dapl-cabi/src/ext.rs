@@ -1,6 +1,7 @@
 //! The DAT IB extension operations (called from the `va_list` shim in csrc/ext_shim.c).
 
 use crate::cptr::In;
+use crate::ep::rmr_triplet;
 use crate::ffi::*;
 use crate::handle;
 use crate::mem::{completion_flags, iov};
@@ -27,12 +28,7 @@ pub unsafe extern "C" fn daplrs_ext_rdma_write_immed(
     guard("dat_ib_post_rdma_write_immed", || {
         let (_, e) = handle::ep(ep)?;
         let v = iov(3, &local, segments as i64)?;
-        let r = remote.get(5)?;
-        let r = dapl::RmrTriplet {
-            rmr_context: r.rmr_context,
-            virtual_address: r.virtual_address,
-            segment_length: r.segment_length as u64,
-        };
+        let r = rmr_triplet(5, &remote)?;
         let flags = completion_flags(7, flags)?;
         e.ep.post_rdma_write_immed(&v, cookie, &r, immediate, flags)
             .dat()
