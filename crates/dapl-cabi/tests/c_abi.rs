@@ -1,0 +1,320 @@
+//! Conformance of `libdaplrs.so` through the installed libdat2, as a C consumer uses it.
+//!
+//! `tests/c_abi.c` is compiled with `$CC` (default `gcc`) against `<dat2/udat.h>` and
+//! `<dat2/dat_ib_extensions.h>` and linked with `-ldat2` only: it reaches the provider the way
+//! every DAT program does, `dat_ia_open` by the IA name of a `dat.conf` line that
+//! `DAT_OVERRIDE` points at, then the public DAT API. It prints one line per check,
+//! `ok <group>.<name>` or `FAIL <group>.<name>: got 0x.. want 0x..`, a `summary:` line, and
+//! exits non-zero if any check failed. The program runs once per test process; each test here
+//! asserts on one group of checks (its name says which rule they check) and lists that
+//! group's FAIL lines, with the program's whole output, when it fails.
+//!
+//! Finding the library: `cargo test` compiles this package's library once, with all of its
+//! crate types (`cdylib` and `rlib`), into the directory that holds the test executables
+//! (`target/<profile>/deps/`), because the test links the rlib. So the `libdaplrs.so` next to
+//! `current_exe()` comes from the same sources as this test binary, on a clean clone too.
+//! (`target/<profile>/libdaplrs.so` is not used: `cargo test` does not refresh it, only
+//! `cargo build` does, so it can be stale. Running `cargo build` from inside the test is not
+//! needed, and would wait on the build-directory lock held by the outer cargo.)
+//!
+//! A missing compiler, missing headers (`libdapl-dev`) or a missing libdat2 fail the tests.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The IA name in the generated dat.conf (what the C program opens).
+const IA_NAME: &str = "daplrs-c-abi";
+/// The whole C program must finish within this (it normally takes well under a second).
+const RUN_LIMIT: Duration = Duration::from_secs(20);
+
+/// One run of the C program.
+struct Run {
+    /// How it ended, for messages ("exit status: 0", "signal: 11", "killed after ...").
+    status: String,
+    success: bool,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+    /// The program, its dat.conf and (on failure) where they were kept.
+    dir: PathBuf,
+}
+
+impl Run {
+    /// The check lines of one group: (ok names, FAIL lines).
+    fn group(&self, group: &str) -> (Vec<&str>, Vec<&str>) {
+        let prefix = format!("{group}.");
+        let mut ok = Vec::new();
+        let mut fail = Vec::new();
+        for line in self.stdout.lines() {
+            if let Some(name) = line.strip_prefix("ok ") {
+                if name.starts_with(&prefix) {
+                    ok.push(name);
+                }
+            } else if let Some(rest) = line.strip_prefix("FAIL ") {
+                if rest.starts_with(&prefix) {
+                    fail.push(line);
+                }
+            }
+        }
+        (ok, fail)
+    }
+
+    fn report(&self) -> String {
+        format!(
+            "C program: {} after {:.2?} (program and dat.conf kept in {})\n\
+             --- stdout ---\n{}--- stderr ---\n{}",
+            self.status,
+            self.elapsed,
+            self.dir.display(),
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+fn run() -> &'static Run {
+    static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
+    match RUN.get_or_init(build_and_run) {
+        Ok(r) => r,
+        Err(e) => panic!("the C conformance program could not be built or run:\n{e}"),
+    }
+}
+
+/// Asserts that group `group` ran at least one check and that none of its checks failed.
+fn assert_group(group: &str) {
+    let r = run();
+    let (ok, fail) = r.group(group);
+    assert!(
+        fail.is_empty(),
+        "{} check(s) of group `{group}` failed:\n{}\n\n{}",
+        fail.len(),
+        fail.join("\n"),
+        r.report()
+    );
+    assert!(
+        !ok.is_empty(),
+        "no check of group `{group}` ran (the program ended early?)\n\n{}",
+        r.report()
+    );
+}
+
+fn provider_library() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let deps = exe
+        .parent()
+        .ok_or_else(|| format!("{} has no parent directory", exe.display()))?;
+    let lib = deps.join("libdaplrs.so");
+    if lib.is_file() {
+        Ok(lib)
+    } else {
+        Err(format!(
+            "{} not found: cargo should have built the cdylib next to the test executable \
+             (crate-type = [\"cdylib\", \"rlib\"] in crates/dapl-cabi/Cargo.toml)",
+            lib.display()
+        ))
+    }
+}
+
+/// A dat.conf field, quoted (the path may contain spaces; `\` and `"` are escaped).
+fn quoted(s: &str) -> String {
+    let mut q = String::from("\"");
+    for c in s.chars() {
+        if c == '\\' || c == '"' {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
+}
+
+fn compile(src: &Path, out: &Path) -> Result<(), String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".into());
+    let res = Command::new(&cc)
+        .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(out)
+        .arg(src)
+        .arg("-ldat2")
+        .output()
+        .map_err(|e| format!("cannot run the C compiler `{cc}` ({e}): install gcc"))?;
+    if !res.status.success() {
+        return Err(format!(
+            "`{cc}` failed to compile {} ({}); it needs the DAT 2.0 headers \
+             (/usr/include/dat2, Debian package libdapl-dev) and libdat2.so:\n{}{}",
+            src.display(),
+            res.status,
+            String::from_utf8_lossy(&res.stdout),
+            String::from_utf8_lossy(&res.stderr)
+        ));
+    }
+    Ok(())
+}
+
+fn build_and_run() -> Result<Run, String> {
+    let lib = provider_library()?;
+    let dir = std::env::temp_dir().join(format!("daplrs-c-abi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c_abi.c");
+    let prog = dir.join("c_abi");
+    compile(&src, &prog)?;
+
+    let lib = lib.to_str().ok_or("library path is not UTF-8")?;
+    let conf = dir.join("dat.conf");
+    let line = format!(
+        "{IA_NAME} u2.0 nonthreadsafe default {} dapl.2.0 \"tcp 127.0.0.1\" \"\"\n",
+        quoted(lib)
+    );
+    std::fs::write(&conf, line).map_err(|e| format!("{}: {e}", conf.display()))?;
+
+    let start = Instant::now();
+    let mut child = Command::new(&prog)
+        .arg(IA_NAME)
+        .env("DAT_OVERRIDE", &conf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", prog.display()))?;
+    let drain = |mut p: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = p.read_to_end(&mut b);
+            String::from_utf8_lossy(&b).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    let (status, success) = loop {
+        match child.try_wait().map_err(|e| format!("wait: {e}"))? {
+            Some(s) => break (s.to_string(), s.success()),
+            None if start.elapsed() > RUN_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break (format!("killed after {RUN_LIMIT:?} (hung)"), false);
+            }
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    let elapsed = start.elapsed();
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    eprintln!("c_abi: C program ran in {elapsed:.2?} ({status})");
+    if success {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(Run {
+        status,
+        success,
+        stdout,
+        stderr,
+        elapsed,
+        dir,
+    })
+}
+
+#[test]
+fn c_program_runs_every_check_to_the_end_and_exits_zero() {
+    let r = run();
+    let fails: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL "))
+        .collect();
+    assert!(
+        r.success && fails.is_empty(),
+        "{} failed check(s):\n{}\n\n{}",
+        fails.len(),
+        fails.join("\n"),
+        r.report()
+    );
+    let summary = r.stdout.lines().find(|l| l.starts_with("summary: "));
+    assert!(
+        summary.is_some_and(|s| s.ends_with(", 0 failed")),
+        "no clean summary line\n\n{}",
+        r.report()
+    );
+    assert!(r.elapsed < RUN_LIMIT, "too slow\n\n{}", r.report());
+}
+
+#[test]
+fn setup_steps_create_and_free_every_object_used_by_the_checks() {
+    assert_group("setup");
+}
+
+#[test]
+fn ia_opens_by_its_dat_conf_name_with_an_async_evd() {
+    assert_group("load");
+}
+
+#[test]
+fn ia_query_reports_loopback_address_iov_ib_extension_and_registry_keys() {
+    assert_group("ia_query");
+}
+
+#[test]
+fn handle_of_the_wrong_kind_is_invalid_handle() {
+    assert_group("wrong_kind");
+}
+
+#[test]
+fn freed_handle_is_invalid_handle_on_every_later_use() {
+    assert_group("freed");
+}
+
+#[test]
+fn empty_evd_dequeue_is_bare_queue_empty_and_wait_times_out() {
+    assert_group("evd_empty");
+}
+
+#[test]
+fn optional_null_out_pointers_are_accepted_and_required_ones_refused() {
+    assert_group("null_out");
+}
+
+#[test]
+fn lmr_of_length_0_is_length_error_and_1_gib_lmr_leaves_memory_untouched() {
+    assert_group("lmr");
+}
+
+#[test]
+fn pz_free_while_an_lmr_or_ep_uses_it_is_invalid_state() {
+    assert_group("pz_in_use");
+}
+
+#[test]
+fn consumer_context_round_trips_and_handle_type_is_reported_for_each_kind() {
+    assert_group("handle_info");
+}
+
+#[test]
+fn loopback_connection_carries_psp_conn_qual_and_private_data_both_ways() {
+    assert_group("conn");
+}
+
+#[test]
+fn send_recv_rdma_write_and_read_complete_with_length_cookie_ep_and_data() {
+    assert_group("dto");
+}
+
+#[test]
+fn ep_query_reports_libdat2_ia_index_and_both_addresses() {
+    assert_group("ep_query");
+}
+
+#[test]
+fn rdma_write_immed_completes_as_ib_dto_event_with_the_immediate_on_the_peer() {
+    assert_group("immed");
+}
+
+#[test]
+fn disconnect_posts_exactly_one_disconnected_per_ep() {
+    assert_group("disconnect");
+}
+
+#[test]
+fn ia_close_abrupt_frees_live_objects_and_graceful_needs_an_empty_ia() {
+    assert_group("close");
+}
