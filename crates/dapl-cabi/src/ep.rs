@@ -3,8 +3,9 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use dapl::{CloseFlags, EpAttr, RmrTriplet};
+use dapl::{EpAttr, RmrTriplet};
 
+use crate::conv::{close_flags, from_count, to_count, to_seg};
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::evd::timeout;
 use crate::ffi::*;
@@ -12,10 +13,6 @@ use crate::handle::{self, ia_index, opt_evd, sockaddr, EpC, Handle, Kind, Obj, S
 use crate::ia::context_bits;
 use crate::mem::{completion_flags, iov};
 use crate::{err, guard, Dat, R};
-
-fn count(arg: u32, v: DAT_COUNT) -> Result<usize, DAT_RETURN> {
-    usize::try_from(v).map_err(|_| bad_arg(arg))
-}
 
 /// `DAT_EP_ATTR` -> `EpAttr`. The message and RDMA size limits are not taken: DAT programs
 /// pass 0 or 64 KiB there and then move megabytes (contract 5.5); the IA's limits apply.
@@ -33,32 +30,32 @@ fn attr_from_c(
         base.request_completion_flags = completion_flags(arg, a.request_completion_flags)?;
     }
     if set(DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS) {
-        base.max_recv_dtos = count(arg, a.max_recv_dtos)?;
+        base.max_recv_dtos = from_count(arg, a.max_recv_dtos)?;
     }
     if set(DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS) {
-        base.max_request_dtos = count(arg, a.max_request_dtos)?;
+        base.max_request_dtos = from_count(arg, a.max_request_dtos)?;
     }
     if set(DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV) {
-        base.max_recv_iov = count(arg, a.max_recv_iov)?;
+        base.max_recv_iov = from_count(arg, a.max_recv_iov)?;
     }
     if set(DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV) {
-        base.max_request_iov = count(arg, a.max_request_iov)?;
+        base.max_request_iov = from_count(arg, a.max_request_iov)?;
     }
     if set(DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN) {
-        base.max_rdma_read_in = count(arg, a.max_rdma_read_in)?;
+        base.max_rdma_read_in = from_count(arg, a.max_rdma_read_in)?;
     }
     if set(DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT) {
-        base.max_rdma_read_out = count(arg, a.max_rdma_read_out)?;
+        base.max_rdma_read_out = from_count(arg, a.max_rdma_read_out)?;
     }
     Ok(base)
 }
 
 fn attr_to_c(a: &EpAttr) -> DAT_EP_ATTR {
-    let c = |v: usize| v.min(i32::MAX as usize) as DAT_COUNT;
+    let c = to_count;
     let mut o: DAT_EP_ATTR = zeroed();
     o.service_type = DAT_SERVICE_TYPE_RC;
-    o.max_message_size = a.max_message_size.min(u32::MAX as u64) as DAT_SEG_LENGTH;
-    o.max_rdma_size = a.max_rdma_size.min(u32::MAX as u64) as DAT_SEG_LENGTH;
+    o.max_message_size = to_seg(a.max_message_size);
+    o.max_rdma_size = to_seg(a.max_rdma_size);
     o.qos = DAT_QOS_BEST_EFFORT;
     o.recv_completion_flags = a.recv_completion_flags.bits() as DAT_COMPLETION_FLAGS;
     o.request_completion_flags = a.request_completion_flags.bits() as DAT_COMPLETION_FLAGS;
@@ -328,12 +325,7 @@ pub(crate) unsafe extern "C" fn ep_disconnect(
 ) -> DAT_RETURN {
     guard("ep_disconnect", || {
         let (_, e) = handle::ep(ep)?;
-        let flags = match flags {
-            DAT_CLOSE_ABRUPT_FLAG => CloseFlags::Abrupt,
-            DAT_CLOSE_GRACEFUL_FLAG => CloseFlags::Graceful,
-            _ => return Err(bad_arg(2)),
-        };
-        e.ep.disconnect(flags).dat()
+        e.ep.disconnect(close_flags(2, flags)?).dat()
     })
 }
 
@@ -520,8 +512,8 @@ pub(crate) unsafe extern "C" fn ep_recv_query(
     guard("ep_recv_query", || {
         let (_, e) = handle::ep(ep)?;
         let (n, bytes) = e.ep.recv_query().dat()?;
-        nbufs.put_opt(n.min(i32::MAX as usize) as DAT_COUNT);
-        span.put_opt(bytes.min(i32::MAX as u64) as DAT_COUNT);
+        nbufs.put_opt(to_count(n));
+        span.put_opt(to_count(usize::try_from(bytes).unwrap_or(usize::MAX)));
         Ok(())
     })
 }

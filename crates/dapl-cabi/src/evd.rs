@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use dapl::EvdFlags;
 
+use crate::conv::to_count;
 use crate::cptr::{bad_arg, In, Out};
 use crate::event::to_c;
 use crate::ffi::*;
@@ -70,7 +71,7 @@ pub(crate) unsafe extern "C" fn evd_query(
             3,
             DAT_EVD_PARAM {
                 ia_handle: ia_index(h.ia_handle()),
-                evd_qlen: p.qlen.min(i32::MAX as usize) as DAT_COUNT,
+                evd_qlen: to_count(p.qlen),
                 evd_state: state,
                 cno_handle: cno.map_or(std::ptr::null_mut(), |c| c.as_ptr()),
                 evd_flags: p.flags.bits() as DAT_EVD_FLAGS,
@@ -126,7 +127,7 @@ pub(crate) unsafe extern "C" fn evd_wait(
         }
         let threshold = usize::try_from(threshold).map_err(|_| bad_arg(3))?;
         let (ev, more) = e.wait(timeout(time_out), threshold).dat()?;
-        nmore.put_opt(more.min(i32::MAX as usize) as DAT_COUNT);
+        nmore.put_opt(to_count(more));
         event.put(4, to_c(h, ev))
     })
 }

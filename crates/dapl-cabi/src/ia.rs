@@ -3,8 +3,9 @@
 use std::ffi::c_char;
 use std::sync::{Arc, Mutex};
 
-use dapl::{CloseFlags, InterfaceAdapter};
+use dapl::InterfaceAdapter;
 
+use crate::conv::{close_flags, to_count, to_seg};
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::ffi::*;
 use crate::handle::{self, sockaddr, Handle, IaC, Kind, Obj};
@@ -41,14 +42,6 @@ static PROVIDER_SPECIFIC: NamedAttrs = NamedAttrs([
         value: c"iWARP".as_ptr(),
     },
 ]);
-
-fn count(v: usize) -> DAT_COUNT {
-    v.min(i32::MAX as usize) as DAT_COUNT
-}
-
-fn seg(v: u64) -> DAT_SEG_LENGTH {
-    v.min(u32::MAX as u64) as DAT_SEG_LENGTH
-}
 
 /// Copies `s` into a fixed C name buffer, NUL-terminated and truncated to fit.
 fn name_into(dst: &mut [c_char], s: &str) {
@@ -138,28 +131,28 @@ pub(crate) unsafe extern "C" fn ia_query(
             c.hardware_version_major = 0;
             c.firmware_version_major = 0;
             c.ia_address_ptr = &*iac.address as *const _ as DAT_IA_ADDRESS_PTR;
-            c.max_eps = count(a.max_eps);
-            c.max_dto_per_ep = count(a.max_dto_per_ep);
-            c.max_rdma_read_per_ep_in = count(a.max_rdma_read_per_ep);
-            c.max_rdma_read_per_ep_out = count(a.max_rdma_read_per_ep);
-            c.max_evds = count(a.max_evds);
-            c.max_evd_qlen = count(a.max_evd_qlen);
-            c.max_iov_segments_per_dto = count(a.max_iov_segments_per_dto);
-            c.max_lmrs = count(a.max_lmrs);
-            c.max_lmr_block_size = seg(a.max_lmr_block_size);
+            c.max_eps = to_count(a.max_eps);
+            c.max_dto_per_ep = to_count(a.max_dto_per_ep);
+            c.max_rdma_read_per_ep_in = to_count(a.max_rdma_read_per_ep);
+            c.max_rdma_read_per_ep_out = to_count(a.max_rdma_read_per_ep);
+            c.max_evds = to_count(a.max_evds);
+            c.max_evd_qlen = to_count(a.max_evd_qlen);
+            c.max_iov_segments_per_dto = to_count(a.max_iov_segments_per_dto);
+            c.max_lmrs = to_count(a.max_lmrs);
+            c.max_lmr_block_size = to_seg(a.max_lmr_block_size);
             c.max_lmr_virtual_address = u64::MAX;
-            c.max_pzs = count(a.max_pzs);
-            c.max_message_size = seg(a.max_message_size);
-            c.max_rdma_size = seg(a.max_rdma_size);
-            c.max_rmrs = count(a.max_rmrs);
+            c.max_pzs = to_count(a.max_pzs);
+            c.max_message_size = to_seg(a.max_message_size);
+            c.max_rdma_size = to_seg(a.max_rdma_size);
+            c.max_rmrs = to_count(a.max_rmrs);
             c.max_rmr_target_address = u64::MAX;
-            c.max_srqs = count(a.max_srqs);
-            c.max_ep_per_srq = count(a.max_eps);
-            c.max_recv_per_srq = count(a.max_recv_per_srq);
-            c.max_iov_segments_per_rdma_read = count(a.max_iov_segments_per_dto);
-            c.max_iov_segments_per_rdma_write = count(a.max_iov_segments_per_dto);
-            c.max_rdma_read_in = count(a.max_rdma_read_per_ep);
-            c.max_rdma_read_out = count(a.max_rdma_read_per_ep);
+            c.max_srqs = to_count(a.max_srqs);
+            c.max_ep_per_srq = to_count(a.max_eps);
+            c.max_recv_per_srq = to_count(a.max_recv_per_srq);
+            c.max_iov_segments_per_rdma_read = to_count(a.max_iov_segments_per_dto);
+            c.max_iov_segments_per_rdma_write = to_count(a.max_iov_segments_per_dto);
+            c.max_rdma_read_in = to_count(a.max_rdma_read_per_ep);
+            c.max_rdma_read_out = to_count(a.max_rdma_read_per_ep);
             c.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
             c.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
             c.zb_supported = DAT_FALSE;
@@ -191,7 +184,7 @@ pub(crate) unsafe extern "C" fn ia_query(
                 | DAT_COMPLETION_UNSIGNALLED_FLAG
                 | DAT_COMPLETION_SOLICITED_WAIT_FLAG
                 | DAT_COMPLETION_BARRIER_FENCE_FLAG;
-            c.max_private_data_size = count(a.max_private_data_size);
+            c.max_private_data_size = to_count(a.max_private_data_size);
             c.supports_multipath = DAT_FALSE;
             c.ep_creator = DAT_PSP_CREATES_EP_NEVER;
             c.pz_support = DAT_PZ_UNIQUE;
@@ -219,12 +212,7 @@ pub(crate) unsafe extern "C" fn ia_query(
 pub(crate) unsafe extern "C" fn ia_close(ia: DAT_IA_HANDLE, flags: DAT_CLOSE_FLAGS) -> DAT_RETURN {
     guard("ia_close", || {
         let (h, iac) = handle::ia(ia)?;
-        let flags = match flags {
-            DAT_CLOSE_ABRUPT_FLAG => CloseFlags::Abrupt,
-            DAT_CLOSE_GRACEFUL_FLAG => CloseFlags::Graceful,
-            _ => return Err(bad_arg(2)),
-        };
-        iac.ia.close(flags).dat()?;
+        iac.ia.close(close_flags(2, flags)?).dat()?;
         handle::kill_ia(h, &iac);
         Ok(())
     })

@@ -9,6 +9,7 @@
 //! DAT code and the reason.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
+mod conv;
 pub mod cptr;
 mod ep;
 mod evd;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use arrayvec::ArrayVec;
 use dapl::{CompletionFlags, LmrTriplet, MemPriv};
 
+use crate::conv::lmr_triplet;
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::ffi::*;
 use crate::handle::{self, ia_index, Handle, Kind, LmrC, Obj};
@@ -25,12 +26,7 @@ pub(crate) fn iov(
     let s = segs.slice(arg, n)?;
     let mut out = ArrayVec::new();
     for t in s.iter().filter(|t| t.segment_length != 0) {
-        out.try_push(LmrTriplet {
-            lmr_context: t.lmr_context,
-            virtual_address: t.virtual_address,
-            segment_length: t.segment_length as u64,
-        })
-        .map_err(|_| bad_arg(arg))?;
+        out.try_push(lmr_triplet(t)).map_err(|_| bad_arg(arg))?;
     }
     Ok(out)
 }
@@ -309,12 +305,7 @@ pub(crate) unsafe extern "C" fn rmr_bind(
         let (_, r) = handle::rmr(rmr)?;
         let (_, l) = handle::lmr(lmr)?;
         let (_, e) = handle::ep(ep)?;
-        let t = triplet.get(3)?;
-        let t = LmrTriplet {
-            lmr_context: t.lmr_context,
-            virtual_address: t.virtual_address,
-            segment_length: t.segment_length as u64,
-        };
+        let t = lmr_triplet(&triplet.get(3)?);
         let flags = completion_flags(8, flags)?;
         let ctx = r
             .bind(

@@ -2,6 +2,7 @@
 
 use dapl::SrqAttr;
 
+use crate::conv::{from_count, to_count};
 use crate::cptr::{bad_arg, In, Out};
 use crate::ffi::*;
 use crate::handle::{self, ia_index, Handle, Kind, Obj};
@@ -9,13 +10,9 @@ use crate::ia::context_bits;
 use crate::mem::iov;
 use crate::{guard, Dat};
 
-fn count(arg: u32, v: DAT_COUNT) -> Result<usize, DAT_RETURN> {
-    usize::try_from(v).map_err(|_| bad_arg(arg))
-}
-
 /// A low watermark from C: 0 (`DAT_SRQ_LW_DEFAULT`) means none.
 fn lw(arg: u32, v: DAT_COUNT) -> Result<Option<usize>, DAT_RETURN> {
-    Ok(Some(count(arg, v)?).filter(|&n| n != 0))
+    Ok(Some(from_count(arg, v)?).filter(|&n| n != 0))
 }
 
 pub(crate) unsafe extern "C" fn srq_create(
@@ -34,8 +31,8 @@ pub(crate) unsafe extern "C" fn srq_create(
             return Err(bad_arg(4));
         }
         let a = SrqAttr {
-            max_recv_dtos: count(3, a.max_recv_dtos)?,
-            max_recv_iov: count(3, a.max_recv_iov)?,
+            max_recv_dtos: from_count(3, a.max_recv_dtos)?,
+            max_recv_iov: from_count(3, a.max_recv_iov)?,
             low_watermark: lw(3, a.low_watermark)?,
         };
         let s = iac.ia.srq_create(&p, &a).dat()?;
@@ -80,7 +77,7 @@ pub(crate) unsafe extern "C" fn srq_query(
             return Err(Kind::Srq.invalid());
         };
         let q = s.query().dat()?;
-        let c = |v: usize| v.min(i32::MAX as usize) as DAT_COUNT;
+        let c = to_count;
         param.put(
             3,
             DAT_SRQ_PARAM {
@@ -102,7 +99,7 @@ pub(crate) unsafe extern "C" fn srq_query(
 
 pub(crate) unsafe extern "C" fn srq_resize(srq: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
     guard("srq_resize", || {
-        let n = count(2, qlen)?;
+        let n = from_count(2, qlen)?;
         handle::srq(srq)?.1.resize(n).dat()
     })
 }
