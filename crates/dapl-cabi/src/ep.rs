@@ -29,24 +29,22 @@ fn attr_from_c(
     if set(DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS) {
         base.request_completion_flags = completion_flags(arg, a.request_completion_flags)?;
     }
-    if set(DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS) {
-        base.max_recv_dtos = from_count(arg, a.max_recv_dtos)?;
+    // The depth and iov fields have the same names on both sides.
+    macro_rules! counts {
+        ($($bit:ident => $field:ident),* $(,)?) => {
+            $(if set($bit) {
+                base.$field = from_count(arg, a.$field)?;
+            })*
+        };
     }
-    if set(DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS) {
-        base.max_request_dtos = from_count(arg, a.max_request_dtos)?;
-    }
-    if set(DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV) {
-        base.max_recv_iov = from_count(arg, a.max_recv_iov)?;
-    }
-    if set(DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV) {
-        base.max_request_iov = from_count(arg, a.max_request_iov)?;
-    }
-    if set(DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN) {
-        base.max_rdma_read_in = from_count(arg, a.max_rdma_read_in)?;
-    }
-    if set(DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT) {
-        base.max_rdma_read_out = from_count(arg, a.max_rdma_read_out)?;
-    }
+    counts!(
+        DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS => max_recv_dtos,
+        DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS => max_request_dtos,
+        DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV => max_recv_iov,
+        DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV => max_request_iov,
+        DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN => max_rdma_read_in,
+        DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT => max_rdma_read_out,
+    );
     Ok(base)
 }
 
