@@ -123,8 +123,8 @@ pub(crate) unsafe extern "C" fn ia_query(
             async_evd.put_opt(evd.map_or(std::ptr::null_mut(), |e| e.as_ptr()));
         }
         // Every field is filled whatever the masks ask for (dtest reads fields it did not ask for).
+        let a = iac.ia.query().dat()?;
         if !ia_attr.is_null() {
-            let a = iac.ia.query().dat()?;
             let mut c: DAT_IA_ATTR = zeroed();
             name_into(&mut c.adapter_name, &a.adapter_name);
             name_into(&mut c.vendor_name, a.vendor_name);
@@ -165,7 +165,6 @@ pub(crate) unsafe extern "C" fn ia_query(
             *ia_attr.as_mut(4)? = c;
         }
         if !provider_attr.is_null() {
-            let a = iac.ia.query().dat()?;
             let p = iac.ia.provider_attr().dat()?;
             let mut c: DAT_PROVIDER_ATTR = zeroed();
             // The registry's close key: device_name, 2.0, not thread safe (contract 1.5).
