@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 
 use crate::engine::memtable::{LocalFault, RemoteFault, Seg};
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
@@ -91,7 +91,9 @@ pub struct EpParam {
     pub ird: usize,
 }
 
-type Segs = ArrayVec<Seg, MAX_IOV>;
+/// The segments of a work request: most have one or two, kept inline (a request is moved a few
+/// times between post and completion; a full `MAX_IOV` array would be copied each time).
+pub(crate) type Segs = SmallVec<[Seg; 2]>;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum ReqOp {

@@ -194,7 +194,7 @@ fn parse_write_immed_data(d: [u8; IMMEDIATE_DATA_LEN]) -> (u32, u32) {
 
 struct TxJob {
     kind: JobKind,
-    segs: ArrayVec<Seg, MAX_IOV>,
+    segs: crate::ep::Segs,
     total: u64,
     /// Payload bytes already framed.
     off: u64,
@@ -1726,7 +1726,7 @@ impl TcpConn {
             }
         };
         // The engine sends from registered memory, at most MAX_IOV segments.
-        let segs: ArrayVec<Seg, MAX_IOV> = match payload {
+        let segs: crate::ep::Segs = match payload {
             Payload::Segs(s) if s.len() <= MAX_IOV => s.iter().cloned().collect(),
             _ => return Err(TxOutcome::Broken),
         };
