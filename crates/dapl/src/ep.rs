@@ -364,6 +364,9 @@ impl InterfaceAdapter {
         for e in [recv_evd, request_evd, connect_evd].into_iter().flatten() {
             e.0.users.fetch_add(1, Ordering::AcqRel);
         }
+        if let Some(e) = recv_evd {
+            e.0.receives.store(true, Ordering::Relaxed);
+        }
         if let Some(s) = srq {
             s.attach(&inner);
         }

@@ -56,6 +56,9 @@ pub(crate) struct EvdInner {
     fd: OnceLock<OwnedFd>,
     pub(crate) users: AtomicU32,
     pub(crate) freed: AtomicBool,
+    /// The receive EVD of some endpoint: a consumer that finds it empty waits for inbound
+    /// data, and its polls hand that data in themselves (`Link::poll`).
+    pub(crate) receives: AtomicBool,
 }
 
 /// An Event Dispatcher (`DAT_EVD_HANDLE`). Cloning gives another handle to the same EVD.
@@ -109,12 +112,13 @@ impl EvdInner {
             fd: OnceLock::new(),
             users: AtomicU32::new(0),
             freed: AtomicBool::new(false),
+            receives: AtomicBool::new(false),
         })
     }
 
     /// `Link::poll` of the EVD's IA: true if it handled something.
     fn poll_link(&self) -> bool {
-        self.link.poll()
+        self.link.poll(self.receives.load(Ordering::Relaxed))
     }
 
     fn lock(&self) -> MutexGuard<'_, EvdState> {
@@ -269,6 +273,7 @@ impl Evd {
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut spun = false;
+        let mut first_sleep = true;
         loop {
             if !s.waitable {
                 return err(
@@ -301,6 +306,10 @@ impl Evd {
             };
             s.waiters += 1;
             if spun {
+                if first_sleep {
+                    first_sleep = false;
+                    self.0.link.stop_polling();
+                }
                 let (g, _) = self
                     .0
                     .cond

@@ -131,10 +131,26 @@ pub(crate) trait Link: Send + Sync {
     fn shutdown(&self) {}
     /// Makes progress in the caller's thread without blocking: handles whatever has arrived
     /// (an EVD consumer that polls then needs no thread switch to see it). True if there was
-    /// something to handle. Links that complete inline have nothing to do.
-    fn poll(&self) -> bool {
+    /// something to handle. Links that complete inline have nothing to do. `for_inbound`: the
+    /// caller polls for a completion only inbound data can bring (an empty receive EVD), so
+    /// it is likely to poll again soon; a link may then leave its connections to such polls
+    /// for a while (`stop_polling` ends that).
+    fn poll(&self, for_inbound: bool) -> bool {
+        let _ = for_inbound;
         false
     }
+    /// The consumer that polled stops polling (it is going to sleep): the link's own thread
+    /// takes over at once.
+    fn stop_polling(&self) {}
+    /// Tests: whether the link's own thread watches its connections, and whether any socket
+    /// was taken out of its epoll set for direct polls (links with such a hand-off).
+    #[cfg(test)]
+    fn handoff_state(&self) -> Option<(bool, bool)> {
+        None
+    }
+    /// Tests: how long after its last poll a consumer still counts as polling.
+    #[cfg(test)]
+    fn set_handoff_window(&self, _window: std::time::Duration) {}
 }
 
 /// The requester's side of an arrived connection request, held by the CR until accept/reject.

@@ -236,6 +236,12 @@ pub(crate) struct TcpConn {
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
     rx_paused: AtomicBool,
+    /// Its epoll interest includes writability (a connect or a transmit backlog in progress):
+    /// a consumer's poll then asks epoll too (`Shared::poll_direct`).
+    pub(crate) wants_out: AtomicBool,
+    /// Its epoll interest, and whether the socket is in the connections' set (`Shared`
+    /// takes it out while consumers read it directly).
+    pub(crate) interest: Mutex<(EventFlags, bool)>,
     peer_fin: AtomicBool,
     /// `shut` found `rx` locked (by the receive path, which may be the caller itself): the
     /// receive side moves to Closing when it lets go (`apply_pending_shut`).
@@ -287,6 +293,8 @@ impl TcpConn {
                 want_out: false,
             }),
             rx_paused: AtomicBool::new(false),
+            wants_out: AtomicBool::new(false),
+            interest: Mutex::new((EventFlags::empty(), false)),
             peer_fin: AtomicBool::new(false),
             shut_pending: AtomicBool::new(false),
         }
@@ -510,23 +518,39 @@ impl TcpConn {
         self.read_and_process(false);
     }
 
+    /// A consumer's poll reads the socket directly (no epoll): true if bytes arrived. Nothing
+    /// to do while the receive side is paused (its data waits for the progress thread).
+    pub(crate) fn poll_read(self: &Arc<Self>) -> bool {
+        if self.rx_paused.load(Ordering::Relaxed) {
+            return false;
+        }
+        let got = self.read_and_process_locked(false);
+        self.apply_pending_shut();
+        got
+    }
+
     fn read_and_process(self: &Arc<Self>, hangup: bool) {
         self.read_and_process_locked(hangup);
         self.apply_pending_shut();
     }
 
-    fn read_and_process_locked(self: &Arc<Self>, hangup: bool) {
+    /// Reads and handles what the socket holds; true if it held something (bytes or its end).
+    fn read_and_process_locked(self: &Arc<Self>, hangup: bool) -> bool {
         let mut rx = lock(&self.rx);
+        // The last read found less than it had room for: the socket was empty then, and what
+        // arrives later is reported by epoll again (level-triggered), so no read to see EAGAIN.
+        let mut drained = false;
+        let mut got = false;
         loop {
             if matches!(rx.phase, Phase::Dead | Phase::Connecting { .. }) {
-                return;
+                return got;
             }
             if rx.stalled.is_some() {
                 if hangup {
                     // Waiting for a receive buffer, and the socket failed or fully closed.
                     self.on_eof(rx, true);
                 }
-                return;
+                return got;
             }
             if rx.cut.is_some() {
                 match self.cut_place(&mut rx, CutSrc::Socket) {
@@ -536,21 +560,24 @@ impl TcpConn {
                         self.close_rx(&mut rx);
                         continue;
                     }
-                    CutStep::Progress => continue,
-                    CutStep::Blocked | CutStep::Stop => return,
+                    CutStep::Progress => {
+                        got = true;
+                        continue;
+                    }
+                    CutStep::Blocked | CutStep::Stop => return got,
                     CutStep::Eof(error) => {
                         if !error {
                             self.peer_fin.store(true, Ordering::SeqCst);
                         }
                         self.on_eof(rx, error);
-                        return;
+                        return true;
                     }
                 }
             }
             if rx.start < rx.end {
                 rx = match self.process(rx) {
                     Some(g) => g,
-                    None => return,
+                    None => return true,
                 };
                 if rx.cut.is_some() {
                     continue; // the rest of that segment goes straight to its destination
@@ -563,22 +590,28 @@ impl TcpConn {
                 rx.end = e - s;
                 rx.start = 0;
             }
+            if drained {
+                return got;
+            }
             let end = rx.end;
+            let room = rx.buf.len() - end;
             let n = match (&self.sock).read(&mut rx.buf[end..]) {
                 Ok(0) => {
                     self.peer_fin.store(true, Ordering::SeqCst);
                     self.on_eof(rx, false);
-                    return;
+                    return true;
                 }
                 Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return got,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => {
                     self.on_eof(rx, true);
-                    return;
+                    return true;
                 }
             };
+            got = true;
             rx.end += n;
+            drained = n < room;
         }
     }
 

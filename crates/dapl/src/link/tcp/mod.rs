@@ -1,11 +1,13 @@
 //! The tcp link: iWARP (RDMAP over DDP over MPA, RFC 5040/5041/5044/6581) over kernel TCP.
 //!
 //! One link per Interface Adapter, bound to the IA's IPv4 address. Its progress thread owns an
-//! epoll set holding the IA's listening sockets and connections, and drives everything that
-//! arrives: connection setup (the MPA exchange, through the sans-IO `iwarp` codec), inbound
-//! FPDUs (checked against the memory table by the engine's `rx_*` functions), and transmit
-//! backlogs. Posting threads write to a connection's socket themselves when it is idle, so a
-//! post on an idle connection costs one `sendmsg` and no thread switch.
+//! epoll set holding the IA's listening sockets and (nested) the set of its connections, and
+//! drives everything that arrives: connection setup (the MPA exchange, through the sans-IO
+//! `iwarp` codec), inbound FPDUs (checked against the memory table by the engine's `rx_*`
+//! functions), and transmit backlogs. Posting threads write to a connection's socket
+//! themselves when it is idle, so a post on an idle connection costs one `sendmsg` and no
+//! thread switch. Consumers that poll their EVDs read the sockets themselves (`Link::poll`),
+//! and while one polls a receive EVD the progress thread stands back (`HOT`).
 //!
 //! Connection qualifiers map to TCP ports: `port = qual` for `qual <= 65535`, otherwise
 //! `qual % 32001 + 33534`.
@@ -72,10 +74,24 @@ struct Listener {
 
 /// State shared by the link object, its progress thread and its connections.
 pub(crate) struct Shared {
+    /// The progress thread's set: the waker, the listeners and `conns` (nested).
     epoll: OwnedFd,
+    /// Every connection's socket. Consumers that poll (`Link::poll`) wait on this set only.
+    conns: OwnedFd,
+    /// Until when (ns on `mono_ns`) a consumer is taken to be polling this link: while it is,
+    /// the progress thread leaves `conns` to it (see `HOT`).
+    hot_until: AtomicU64,
+    /// `HOT` in nanoseconds (tests change it).
+    hot_ns: AtomicU64,
+    /// Whether `conns` is armed in `epoll` (changed with the kernel's state under this lock).
+    conns_armed: Mutex<bool>,
+    /// Some socket is out of `conns` (`detach_idle`).
+    detached: AtomicBool,
     waker: OwnedFd,
     stop: AtomicBool,
     entries: Mutex<HashMap<u64, Entry>>,
+    /// Every registered connection (as in `entries`), for consumers' direct polls.
+    conn_list: Mutex<Vec<Arc<TcpConn>>>,
     listeners_by_port: Mutex<HashMap<u16, u64>>,
     /// Connections whose receive side should be retried (a receive buffer was posted).
     wakes: Mutex<Vec<u64>>,
@@ -86,6 +102,29 @@ pub(crate) struct Shared {
 }
 
 const WAKER_TOKEN: u64 = 0;
+/// `conns` in the progress thread's set.
+const CONNS_TOKEN: u64 = u64::MAX;
+/// Links with at most this many connections are polled by reading their sockets directly.
+const DIRECT_MAX: usize = 2;
+
+/// How long after its last poll of a receive EVD a consumer still counts as polling. While a
+/// consumer polls, the progress thread does not wait on the connections' sockets (each
+/// arriving message would wake it, and on a small machine that wake-up takes a CPU from the
+/// polling threads); it takes them back once the polls stop for this long, or at once when
+/// the consumer goes to sleep in `evd_wait` (`Link::stop_polling`). One-sided traffic that
+/// arrives after the polls stopped (an RDMA write watched in memory) waits this long at most.
+/// Each re-check wakes the progress thread: at 1 ms those wake-ups showed in the ping-pong's
+/// 99th percentile.
+const HOT: Duration = Duration::from_millis(4);
+
+/// A thread's polls refresh `Shared::hot_until` every this many.
+const HOT_EVERY: u32 = 64;
+
+/// Nanoseconds on a process-wide monotonic clock.
+fn mono_ns() -> u64 {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
 
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 
@@ -119,20 +158,141 @@ impl Shared {
 
     pub(crate) fn register(&self, conn: &Arc<TcpConn>, flags: EventFlags) -> io::Result<()> {
         lock(&self.entries).insert(conn.id, Entry::Conn(conn.clone()));
-        epoll::add(&self.epoll, conn.fd(), EventData::new_u64(conn.id), flags)
-            .map_err(io::Error::from)
+        lock(&self.conn_list).push(conn.clone());
+        let mut st = lock(&conn.interest);
+        conn.wants_out
+            .store(flags.contains(EventFlags::OUT), Ordering::Relaxed);
+        epoll::add(&self.conns, conn.fd(), EventData::new_u64(conn.id), flags)
+            .map_err(io::Error::from)?;
+        *st = (flags, true);
+        Ok(())
     }
 
     pub(crate) fn modify(&self, conn: &TcpConn, flags: EventFlags) {
-        let _ = epoll::modify(&self.epoll, conn.fd(), EventData::new_u64(conn.id), flags);
+        let mut st = lock(&conn.interest);
+        st.0 = flags;
+        conn.wants_out
+            .store(flags.contains(EventFlags::OUT), Ordering::Relaxed);
+        let data = EventData::new_u64(conn.id);
+        if st.1 {
+            let _ = epoll::modify(&self.conns, conn.fd(), data, flags);
+        } else if flags.contains(EventFlags::OUT) {
+            // Writability is only learnt from epoll.
+            st.1 = epoll::add(&self.conns, conn.fd(), data, flags).is_ok();
+        }
     }
 
     /// Drops a connection from the epoll set and the registry (its socket closes when the last
     /// reference goes).
     pub(crate) fn deregister(&self, conn: &TcpConn) {
-        let _ = epoll::delete(&self.epoll, conn.fd());
+        {
+            let mut st = lock(&conn.interest);
+            if std::mem::replace(&mut st.1, false) {
+                let _ = epoll::delete(&self.conns, conn.fd());
+            }
+        }
         lock(&self.entries).remove(&conn.id);
+        lock(&self.conn_list).retain(|c| c.id != conn.id);
         lock(&self.timed).remove(&conn.id);
+    }
+
+    /// Arms or disarms `conns` in the progress thread's set. Disarmed, with few enough
+    /// connections for direct polls, the sockets leave `conns` too: then an arriving segment
+    /// runs no epoll callback at all (as for a program polling its own socket).
+    fn arm_conns(&self, on: bool) {
+        let mut armed = lock(&self.conns_armed);
+        if *armed != on {
+            let flags = if on {
+                EventFlags::IN
+            } else {
+                EventFlags::empty()
+            };
+            let data = EventData::new_u64(CONNS_TOKEN);
+            if epoll::modify(&self.epoll, &self.conns, data, flags).is_ok() {
+                *armed = on;
+                if on {
+                    self.attach_all();
+                } else {
+                    self.detach_idle();
+                }
+            }
+        }
+    }
+
+    /// Puts every socket back in `conns`.
+    fn attach_all(&self) {
+        let list = lock(&self.conn_list);
+        for c in list.iter() {
+            let mut st = lock(&c.interest);
+            if !st.1 {
+                st.1 = epoll::add(&self.conns, c.fd(), EventData::new_u64(c.id), st.0).is_ok();
+            }
+        }
+        self.detached.store(false, Ordering::Relaxed);
+    }
+
+    /// Takes the sockets that wait for nothing but input out of `conns`, if consumers' polls
+    /// read them directly (`poll_direct`).
+    fn detach_idle(&self) {
+        let list = lock(&self.conn_list);
+        if list.len() > DIRECT_MAX {
+            return;
+        }
+        for c in list.iter() {
+            let mut st = lock(&c.interest);
+            if st.1 && !st.0.contains(EventFlags::OUT) {
+                let _ = epoll::delete(&self.conns, c.fd());
+                st.1 = false;
+                self.detached.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A consumer's poll of a link with at most `DIRECT_MAX` connections: a non-blocking
+    /// read on each socket (an arriving message then costs one system call, as it would a
+    /// program reading its socket itself), and epoll as well if one waits for writability.
+    /// `None` when there are more connections (epoll must be asked; sockets taken out of
+    /// `conns` are put back first).
+    fn poll_direct(&self, events: &mut epoll::EventVec) -> Option<bool> {
+        let mut picked: [Option<Arc<TcpConn>>; DIRECT_MAX] = Default::default();
+        let mut out = false;
+        {
+            let list = lock(&self.conn_list);
+            if list.len() > DIRECT_MAX {
+                drop(list);
+                if self.detached.load(Ordering::Relaxed) {
+                    self.attach_all();
+                }
+                return None;
+            }
+            for (slot, c) in picked.iter_mut().zip(list.iter()) {
+                out |= c.wants_out.load(Ordering::Relaxed);
+                *slot = Some(c.clone());
+            }
+        }
+        let mut any = false;
+        for c in picked.iter().flatten() {
+            any |= c.poll_read();
+        }
+        if out {
+            any |= self.drain_conns(events);
+        }
+        Some(any)
+    }
+
+    /// Handles every ready connection of `conns` without blocking; true if there was one.
+    fn drain_conns(&self, events: &mut epoll::EventVec) -> bool {
+        if epoll::wait(&self.conns, events, 0).is_err() {
+            return false;
+        }
+        let mut any = false;
+        for ev in &*events {
+            if let Some(c) = self.conn(ev.data.u64()) {
+                c.on_event(ev.flags);
+                any = true;
+            }
+        }
+        any
     }
 
     fn conn(&self, id: u64) -> Option<Arc<TcpConn>> {
@@ -153,6 +313,13 @@ impl TcpLink {
     /// Starts the link (and its progress thread) on `ip`.
     pub(crate) fn start(ip: Ipv4Addr, opts: TcpOptions) -> io::Result<Arc<TcpLink>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let conns = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(
+            &epoll,
+            &conns,
+            EventData::new_u64(CONNS_TOKEN),
+            EventFlags::IN,
+        )?;
         let waker = rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -165,9 +332,15 @@ impl TcpLink {
         )?;
         let shared = Arc::new(Shared {
             epoll,
+            conns,
+            hot_until: AtomicU64::new(0),
+            hot_ns: AtomicU64::new(HOT.as_nanos() as u64),
+            conns_armed: Mutex::new(true),
+            detached: AtomicBool::new(false),
             waker,
             stop: AtomicBool::new(false),
             entries: Mutex::new(HashMap::new()),
+            conn_list: Mutex::new(Vec::new()),
             listeners_by_port: Mutex::new(HashMap::new()),
             wakes: Mutex::new(Vec::new()),
             timed: Mutex::new(HashSet::new()),
@@ -182,27 +355,6 @@ impl TcpLink {
             shared,
             thread: Mutex::new(Some(thread)),
         }))
-    }
-}
-
-impl TcpLink {
-    fn poll_with(&self, events: &mut epoll::EventVec) -> bool {
-        if epoll::wait(&self.shared.epoll, events, 0).is_err() {
-            return false;
-        }
-        let mut any = false;
-        for ev in &*events {
-            let token = ev.data.u64();
-            if token == WAKER_TOKEN {
-                continue;
-            }
-            let entry = lock(&self.shared.entries).get(&token).cloned();
-            if let Some(Entry::Conn(c)) = entry {
-                c.on_event(ev.flags);
-                any = true;
-            }
-        }
-        any
     }
 }
 
@@ -266,21 +418,52 @@ impl Link for TcpLink {
         dial_now(&self.shared, ep, ep.current_attempt(), dial);
     }
 
-    /// A non-blocking `epoll_wait` on the progress thread's set, handling ready connections
-    /// here, as the progress thread would (which may also wake for them; whoever takes a
-    /// connection's receive lock first reads, the other finds nothing). Listeners, wakes and
-    /// ticks stay with the progress thread.
-    fn poll(&self) -> bool {
+    /// A non-blocking `epoll_wait` on the connections' set, handling ready connections here,
+    /// as the progress thread would (if it is awake for them too, whoever takes a connection's
+    /// receive lock first reads, the other finds nothing). Listeners, wakes and ticks stay with
+    /// the progress thread. Marks the link as polled (`HOT`).
+    fn poll(&self, for_inbound: bool) -> bool {
         thread_local! {
             static EVENTS: std::cell::RefCell<epoll::EventVec> =
                 std::cell::RefCell::new(epoll::EventVec::with_capacity(16));
+            static POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        // The clock is read on every `HOT_EVERY`-th poll of the thread (it costs more than the
+        // rest of an empty poll); the window then ends that many polls early at worst.
+        if for_inbound {
+            let n = POLLS.get();
+            POLLS.set(n.wrapping_add(1));
+            if n % HOT_EVERY == 0 {
+                let until = mono_ns() + self.shared.hot_ns.load(Ordering::Relaxed);
+                self.shared.hot_until.store(until, Ordering::Relaxed);
+            }
         }
         EVENTS.with(|events| {
             let Ok(mut events) = events.try_borrow_mut() else {
                 return false; // re-entered from a handler
             };
-            self.poll_with(&mut events)
+            match self.shared.poll_direct(&mut events) {
+                Some(any) => any,
+                None => self.shared.drain_conns(&mut events),
+            }
         })
+    }
+
+    #[cfg(test)]
+    fn set_handoff_window(&self, window: Duration) {
+        let ns = window.as_nanos() as u64;
+        self.shared.hot_ns.store(ns, Ordering::Relaxed);
+    }
+
+    #[cfg(test)]
+    fn handoff_state(&self) -> Option<(bool, bool)> {
+        let armed = *lock(&self.shared.conns_armed);
+        Some((armed, self.shared.detached.load(Ordering::Relaxed)))
+    }
+
+    fn stop_polling(&self) {
+        self.shared.hot_until.store(0, Ordering::Relaxed);
+        self.shared.arm_conns(true);
     }
 
     fn shutdown(&self) {
@@ -309,12 +492,24 @@ fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 /// The progress thread: waits on epoll and dispatches.
 fn progress(shared: Arc<Shared>) {
     let mut events = epoll::EventVec::with_capacity(64);
+    let mut conn_events = epoll::EventVec::with_capacity(64);
     while !shared.stop.load(Ordering::SeqCst) {
-        let timeout = if lock(&shared.timed).is_empty() {
+        let mut timeout = if lock(&shared.timed).is_empty() {
             -1
         } else {
             TICK_MS
         };
+        // A polling consumer handles the connections: wait only for the rest, and look again
+        // when its polls may have stopped.
+        let now = mono_ns();
+        let hot_until = shared.hot_until.load(Ordering::Relaxed);
+        if hot_until > now {
+            shared.arm_conns(false);
+            let ms = (hot_until - now).div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+            timeout = if timeout < 0 { ms } else { timeout.min(ms) };
+        } else {
+            shared.arm_conns(true);
+        }
         if epoll::wait(&shared.epoll, &mut events, timeout).is_err() {
             continue; // EINTR
         }
@@ -325,11 +520,13 @@ fn progress(shared: Arc<Shared>) {
                 let _ = rustix::io::read(&shared.waker, &mut b);
                 continue;
             }
+            if token == CONNS_TOKEN {
+                shared.drain_conns(&mut conn_events);
+                continue;
+            }
             let entry = lock(&shared.entries).get(&token).cloned();
-            match entry {
-                Some(Entry::Listener(l)) => accept_all(&shared, &l),
-                Some(Entry::Conn(c)) => c.on_event(ev.flags),
-                None => {}
+            if let Some(Entry::Listener(l)) = entry {
+                accept_all(&shared, &l);
             }
         }
         let wakes = std::mem::take(&mut *lock(&shared.wakes));
@@ -439,4 +636,170 @@ pub(crate) fn connect_failed(
         _ => ConnectionEventKind::Unreachable,
     };
     ep.attempt_failed(attempt, kind, Vec::new());
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::*;
+
+    const T: Option<Duration> = Some(Duration::from_secs(10));
+
+    #[track_caller]
+    fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(Instant::now() < end, "timed out waiting: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    struct Side {
+        ia: InterfaceAdapter,
+        pz: Pz,
+        recv: Evd,
+        conn: Evd,
+        ep: Endpoint,
+    }
+
+    fn side() -> Side {
+        let (ia, _async) = InterfaceAdapter::open("tcp:127.0.0.1", 8).unwrap();
+        let pz = ia.pz_create().unwrap();
+        let recv = ia.evd_create(64, None, EvdFlags::DTO).unwrap();
+        let conn = ia.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+        let ep = ia
+            .ep_create(&pz, Some(&recv), Some(&recv), Some(&conn), None)
+            .unwrap();
+        Side {
+            ia,
+            pz,
+            recv,
+            conn,
+            ep,
+        }
+    }
+
+    fn pair() -> (Side, Side) {
+        let (a, b) = (side(), side());
+        let cr_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
+        let qual = 24_000 + std::process::id() as u64 % 4000;
+        let _psp = b.ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
+        a.ep.connect(b.ia.query().unwrap().ia_address, qual, T, b"")
+            .unwrap();
+        let (ev, _) = cr_evd.wait(T, 1).unwrap();
+        let cr = ev.as_cr_arrival().unwrap().cr.clone();
+        cr.accept(Some(&b.ep), b"").unwrap();
+        for s in [&a, &b] {
+            let (ev, _) = s.conn.wait(T, 1).unwrap();
+            assert_eq!(
+                ev.as_connection().unwrap().kind,
+                ConnectionEventKind::Established
+            );
+        }
+        (a, b)
+    }
+
+    fn state(s: &Side) -> (bool, bool) {
+        s.ia.0
+            .link
+            .handoff_state()
+            .expect("the tcp link reports its hand-off")
+    }
+
+    /// Sends message `n` (its own number) from `b` to `a`.
+    fn send(b: &Side, src: &Lmr, n: u64) {
+        src.write(0, &n.to_le_bytes()).unwrap();
+        b.ep.post_send(&[src.triplet(0, 8)], n, CompletionFlags::SUPPRESS)
+            .unwrap();
+    }
+
+    /// Checks a completion on `a`: receive `n`, carrying `n`; its buffer goes up again.
+    fn took(a: &Side, dst: &Lmr, ev: Event, n: u64) {
+        let d = ev.as_dto().unwrap();
+        assert_eq!((d.status, d.cookie), (DtoStatus::Success, n));
+        let slot = n % 64 * 8;
+        let mut v = [0u8; 8];
+        dst.read(slot as usize, &mut v).unwrap();
+        assert_eq!(u64::from_le_bytes(v), n);
+        a.ep.post_recv(&[dst.triplet(slot, 8)], n + 64, CompletionFlags::empty())
+            .unwrap();
+    }
+
+    /// Polls `a`'s receive EVD, with a message from `b` now and then to wake the progress
+    /// thread (it decides when it wakes), until the thread has handed the connection over.
+    fn poll_until_handed_over(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: (&mut u64, &mut u64)) {
+        let ((src, dst), (sent, got)) = (bufs, n);
+        eventually(
+            "the progress thread hands the connection to the polling consumer",
+            || {
+                if *sent == *got {
+                    send(b, src, *sent);
+                    *sent += 1;
+                }
+                let deadline = Instant::now() + Duration::from_millis(2);
+                while Instant::now() < deadline {
+                    if let Some(ev) = a.recv.dequeue().unwrap() {
+                        took(a, dst, ev, *got);
+                        *got += 1;
+                    }
+                }
+                state(a) == (false, true)
+            },
+        );
+    }
+
+    /// A consumer that polls its receive EVD takes the connections from the progress thread
+    /// (which then stops waking for each message) and reads the sockets itself; going to sleep
+    /// in evd_wait gives them back at once, and polls that stop give them back within `HOT`.
+    #[test]
+    fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back() {
+        let (a, b) = pair();
+        assert_eq!(state(&a), (true, false), "nobody polls yet");
+        let src = b.pz.lmr_allocate(8, MemPriv::ALL).unwrap();
+        let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
+        for i in 0..64u64 {
+            a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        // Long enough that only evd_wait can end it.
+        a.ia.0.link.set_handoff_window(Duration::from_secs(60));
+        let (mut sent, mut got) = (0u64, 0u64);
+        poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
+        // Messages still arrive, through the polls alone.
+        for _ in 0..8 {
+            send(&b, &src, sent);
+            sent += 1;
+        }
+        while got < sent {
+            if let Some(ev) = a.recv.dequeue().unwrap() {
+                took(&a, &dst, ev, got);
+                got += 1;
+            }
+        }
+        assert_eq!(state(&a), (false, true), "still handed over");
+        // Sleeping in evd_wait hands them back before it sleeps.
+        let e = a
+            .recv
+            .wait(Some(Duration::from_millis(200)), 1)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorType::TimeoutExpired);
+        assert_eq!(
+            state(&a),
+            (true, false),
+            "evd_wait gave the connection back"
+        );
+        // Polls that just stop: the progress thread takes the connection back by itself, and
+        // handles what arrives then.
+        a.ia.0.link.set_handoff_window(Duration::from_millis(5));
+        poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
+        eventually("the progress thread takes the connection back", || {
+            state(&a) == (true, false)
+        });
+        send(&b, &src, sent);
+        let (ev, _) = a.recv.wait(T, 1).unwrap();
+        took(&a, &dst, ev, sent);
+        a.ia.close(CloseFlags::Abrupt).unwrap();
+        b.ia.close(CloseFlags::Abrupt).unwrap();
+    }
 }

@@ -1,0 +1,229 @@
+//! Consumers that busy-poll (`evd_dequeue` loops) drive their connections themselves: on the
+//! tcp link a polling consumer reads the sockets in its own thread and the progress thread
+//! stands back (docs/architecture.md, "Who makes progress"). These tests check that nothing
+//! that needs no consumer call stalls or is lost because of that: inbound RDMA writes while
+//! the consumer spins on memory instead of polling, RDMA reads served by a polling
+//! responder, more connections than a poll reads directly, and transmit backlogs. Each runs
+//! over every link (`per_link!`).
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use dapl::*;
+
+/// How long the polling phases of these tests last.
+const POLL_FOR: Duration = Duration::from_millis(50);
+
+/// Busy-polls `evd` until it yields an event (or the harness's timeout passes).
+#[track_caller]
+fn poll_event(evd: &Evd) -> Event {
+    let end = Instant::now() + T.unwrap();
+    loop {
+        if let Some(ev) = evd.dequeue().unwrap() {
+            return ev;
+        }
+        assert!(Instant::now() < end, "no event while polling");
+        std::thread::yield_now();
+    }
+}
+
+/// Busy-polls `evd`, which must stay empty, for `d`.
+#[track_caller]
+fn poll_empty(evd: &Evd, d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if let Some(ev) = evd.dequeue().unwrap() {
+            panic!("unexpected event {ev:?}");
+        }
+    }
+}
+
+/// A filled LMR: byte `i` is `(i * 7 + seed) as u8`.
+fn pattern(pz: &Pz, len: usize, seed: u8) -> Lmr {
+    let l = pz.lmr_allocate(len, MemPriv::ALL).unwrap();
+    let v: Vec<u8> = (0..len).map(|i| (i * 7) as u8 ^ seed).collect();
+    l.write(0, &v).unwrap();
+    l
+}
+
+fn contents(l: &Lmr) -> Vec<u8> {
+    let mut v = vec![0u8; l.len()];
+    l.read(0, &mut v).unwrap();
+    v
+}
+
+per_link!(
+    inbound_rdma_write_lands_while_the_target_spins_on_memory_after_polling,
+    |link| {
+        let p = Pair::new(link);
+        let target = p.a.lmr(4096);
+        // The target polls its receive EVD for a message (on tcp the progress thread wakes
+        // for it and then leaves the connection to the polls), polls on for a while, then
+        // stops calling into the library and only reads its memory, waiting for the write.
+        let msg = p.b.lmr(8);
+        p.a.ep
+            .post_recv(&[target.triplet(0, 8)], 7, CompletionFlags::empty())
+            .unwrap();
+        p.b.ep
+            .post_send(&[msg.triplet(0, 8)], 7, CompletionFlags::SUPPRESS)
+            .unwrap();
+        assert_eq!(poll_event(&p.a.recv_evd).as_dto().unwrap().cookie, 7);
+        poll_empty(&p.a.recv_evd, POLL_FOR);
+        let src = pattern(&p.b.pz, 4096, 0x5a);
+        p.b.ep
+            .post_rdma_write(
+                &[src.triplet(0, 4096)],
+                1,
+                &target.rmr_triplet(0, 4096),
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+        let want = contents(&src);
+        eventually(
+            "the RDMA write lands without a call from its target",
+            || contents(&target) == want,
+        );
+        assert_eq!(p.b.req_done().status, DtoStatus::Success);
+        p.close();
+    }
+);
+
+per_link!(rdma_reads_are_served_while_the_responder_polls, |link| {
+    let p = Pair::new(link);
+    let src = pattern(&p.b.pz, 64 * 1024, 0x33);
+    let dst = p.a.lmr(64 * 1024);
+    let stop = Arc::new(AtomicBool::new(false));
+    // The responder busy-polls its receive EVD (nothing arrives there) the whole time.
+    let responder = {
+        let (evd, stop) = (p.b.recv_evd.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                assert!(evd.dequeue().unwrap().is_none());
+            }
+        })
+    };
+    for i in 0..64u64 {
+        let len = 1 + i * 1000;
+        p.a.ep
+            .post_rdma_read(
+                &[dst.triplet(0, len)],
+                i,
+                &src.rmr_triplet(0, len),
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+        let d = p.a.req_done();
+        assert_eq!((d.status, d.cookie), (DtoStatus::Success, i));
+        assert_eq!(d.transferred_length, len);
+    }
+    stop.store(true, Ordering::Relaxed);
+    responder.join().unwrap();
+    assert_eq!(contents(&dst)[..63_001], contents(&src)[..63_001]);
+    p.close();
+});
+
+per_link!(one_poller_gets_every_message_of_three_connections, |link| {
+    // One IA, three endpoints sharing one receive EVD, connected to three peers; the consumer
+    // polls the shared EVD while the connections come up one by one and carry messages.
+    let (ia, _async) = InterfaceAdapter::open(link, 16).unwrap();
+    let pz = ia.pz_create().unwrap();
+    let recv = ia.evd_create(256, None, EvdFlags::DTO).unwrap();
+    let req = ia.evd_create(256, None, EvdFlags::DTO).unwrap();
+    let buf = pz.lmr_allocate(3 * 64 * 8, MemPriv::ALL).unwrap();
+    let mut peers = Vec::new();
+    let mut eps = Vec::new();
+    for c in 0..3u64 {
+        let conn = ia.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+        let ep = ia
+            .ep_create(&pz, Some(&recv), Some(&req), Some(&conn), None)
+            .unwrap();
+        for i in 0..64u64 {
+            let at = (c * 64 + i) * 8;
+            ep.post_recv(&[buf.triplet(at, 8)], at, CompletionFlags::empty())
+                .unwrap();
+        }
+        let peer = Side::new(link, None);
+        let cr_evd = peer.ia.evd_create(8, None, EvdFlags::CR).unwrap();
+        let q = qual();
+        let psp = peer.ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
+        ep.connect(peer.ia.query().unwrap().ia_address, q, T, b"")
+            .unwrap();
+        let (ev, _) = cr_evd.wait(T, 1).unwrap();
+        let cr = ev.as_cr_arrival().unwrap().cr.clone();
+        cr.accept(Some(&peer.ep), b"").unwrap();
+        peer.expect_conn(ConnectionEventKind::Established);
+        let (ev, _) = conn.wait(T, 1).unwrap();
+        assert_eq!(
+            ev.as_connection().unwrap().kind,
+            ConnectionEventKind::Established
+        );
+        eps.push((ep, conn));
+        let src = peer.lmr(8);
+        peers.push((peer, psp, cr_evd, src));
+        // Every connection so far sends some messages; the consumer polls them all in.
+        let mut got = std::collections::HashSet::new();
+        for (k, (peer, _, _, src)) in peers.iter().enumerate() {
+            for i in 0..64u64 / (c + 1) {
+                let value = k as u64 * 1000 + i;
+                src.write(0, &value.to_le_bytes()).unwrap();
+                peer.ep
+                    .post_send(&[src.triplet(0, 8)], i, CompletionFlags::empty())
+                    .unwrap();
+                assert_eq!(peer.req_done().status, DtoStatus::Success);
+                let ev = poll_event(&recv);
+                let d = ev.as_dto().unwrap();
+                assert_eq!(d.status, DtoStatus::Success);
+                assert_eq!(d.ep, eps[k].0);
+                let mut v = [0u8; 8];
+                buf.read(d.cookie as usize, &mut v).unwrap();
+                assert_eq!(u64::from_le_bytes(v), value);
+                assert!(got.insert(d.cookie), "buffer {} completed twice", d.cookie);
+                // The buffer goes up again for the next round.
+                let again = [buf.triplet(d.cookie, 8)];
+                eps[k]
+                    .0
+                    .post_recv(&again, d.cookie, CompletionFlags::empty())
+                    .unwrap();
+            }
+        }
+    }
+    for (peer, _, _, _) in peers {
+        peer.close();
+    }
+    ia.close(CloseFlags::Abrupt).unwrap();
+});
+
+per_link!(
+    a_send_larger_than_the_socket_buffers_completes_while_both_sides_poll,
+    |link| {
+        const LEN: usize = 24 << 20;
+        let p = Pair::new(link);
+        let src = pattern(&p.a.pz, LEN, 0x77);
+        let dst = p.b.lmr(LEN);
+        p.b.ep
+            .post_recv(&[dst.triplet(0, LEN as u64)], 9, CompletionFlags::empty())
+            .unwrap();
+        // The receiver polls on its own thread; the sender posts, then polls its receive
+        // EVD (where nothing arrives) before it looks for the send's completion.
+        let receiver = {
+            let evd = p.b.recv_evd.clone();
+            std::thread::spawn(move || poll_event(&evd).as_dto().unwrap().clone())
+        };
+        p.a.ep
+            .post_send(&[src.triplet(0, LEN as u64)], 3, CompletionFlags::empty())
+            .unwrap();
+        poll_empty(&p.a.recv_evd, POLL_FOR);
+        let d = poll_event(&p.a.req_evd);
+        let d = d.as_dto().unwrap();
+        assert_eq!((d.status, d.cookie), (DtoStatus::Success, 3));
+        let r = receiver.join().unwrap();
+        assert_eq!((r.status, r.cookie), (DtoStatus::Success, 9));
+        assert_eq!(r.transferred_length, LEN as u64);
+        assert!(contents(&dst) == contents(&src), "the data arrived intact");
+        p.close();
+    }
+);
