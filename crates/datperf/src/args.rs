@@ -169,9 +169,11 @@ OPTIONS:
                                 bandwidth)
     -n, --iters N               iterations per measurement (default: 10000 for latency,
                                 512 MiB worth for bandwidth (at most 300000), 300000 for
-                                message rate); bandwidth and rate run in 3 rounds that
-                                share them, each followed by its raw TCP round, and report
-                                the median round
+                                message rate); they run in rounds that share them (5 for
+                                latency, 3 for bandwidth and rate; one with --quick), each
+                                followed by its raw TCP round; latency pools the rounds'
+                                samples (each round has its own warm-up), bandwidth and
+                                rate report the median round
         --quick                 few iterations (a smoke run of a few seconds)
         --poll                  find completions by busy polling (evd_dequeue loop) in every
                                 measurement (default: for latency only; see below); the

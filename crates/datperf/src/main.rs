@@ -136,8 +136,8 @@ fn render(o: &Options, title: &str, rows: &[Row]) -> String {
     }
 }
 
-/// Runs every measurement: the DAT figure, then its raw TCP baseline.
-/// Bandwidth and rate run in rounds, each DAT round followed by its raw round.
+/// Runs every measurement in rounds (`suite::rounds`), each DAT round followed by its raw TCP
+/// round, so that both figures see the same drift of the machine's speed.
 fn run_suite(
     client: &dat::Client,
     raw_addr: SocketAddr,
