@@ -227,3 +227,67 @@ per_link!(
         p.close();
     }
 );
+
+per_link!(
+    transmit_backlogs_drain_while_the_sender_alternates_polling_and_waiting,
+    |link| {
+        // Sends of 64 KiB in a window of 32, signalled every 8th: the socket fills, the link
+        // queues the rest and must be told when it can write again, while the sender's thread
+        // polls its receive EVD (handing the link's progress over to it) and sleeps in
+        // evd_wait (handing it back) in turn. A lost writability interest stalls this.
+        const LEN: u64 = 64 * 1024;
+        const COUNT: u64 = 3000;
+        const WINDOW: u64 = 32;
+        let p = Pair::new(link);
+        let src = pattern(&p.a.pz, LEN as usize, 0x11);
+        let dst = p.b.lmr(LEN as usize * 64);
+        for i in 0..64 {
+            p.b.ep
+                .post_recv(&[dst.triplet(i * LEN, LEN)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        let receiver = {
+            let (ep, evd, dst) = (p.b.ep.clone(), p.b.recv_evd.clone(), dst.clone());
+            std::thread::spawn(move || {
+                for n in 0..COUNT {
+                    let (ev, _) = evd.wait(T, 1).expect("a receive completion");
+                    let d = ev.as_dto().unwrap().clone();
+                    assert_eq!((d.status, d.cookie % 64), (DtoStatus::Success, n % 64));
+                    let at = d.cookie % 64 * LEN;
+                    ep.post_recv(
+                        &[dst.triplet(at, LEN)],
+                        d.cookie + 64,
+                        CompletionFlags::empty(),
+                    )
+                    .unwrap();
+                }
+            })
+        };
+        let (mut posted, mut done) = (0u64, 0u64);
+        while done < COUNT {
+            while posted < COUNT && posted - done < WINDOW {
+                let flags = if (posted + 1) % 8 == 0 || posted + 1 == COUNT {
+                    CompletionFlags::empty()
+                } else {
+                    CompletionFlags::SUPPRESS
+                };
+                p.a.ep
+                    .post_send(&[src.triplet(0, LEN)], posted, flags)
+                    .unwrap();
+                posted += 1;
+            }
+            if done % 16 == 0 {
+                // A few empty polls of the receive EVD, then sleep for the send completion.
+                for _ in 0..64 {
+                    assert!(p.a.recv_evd.dequeue().unwrap().is_none());
+                }
+            }
+            let (ev, _) = p.a.req_evd.wait(T, 1).expect("a send completion");
+            let d = ev.as_dto().unwrap();
+            assert_eq!(d.status, DtoStatus::Success);
+            done = d.cookie + 1;
+        }
+        receiver.join().unwrap();
+        p.close();
+    }
+);

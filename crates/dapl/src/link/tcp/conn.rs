@@ -226,6 +226,17 @@ struct Tx {
     want_out: bool,
 }
 
+/// A connection's epoll registration (`Shared::register`, `modify`, `deregister`).
+#[derive(Default)]
+pub(crate) struct Interest {
+    pub(crate) flags: EventFlags,
+    /// The socket is in the connections' set (`Shared` takes it out while consumers read it
+    /// directly).
+    pub(crate) attached: bool,
+    /// Deregistered: never added again.
+    pub(crate) gone: bool,
+}
+
 /// One connection.
 pub(crate) struct TcpConn {
     pub(crate) id: u64,
@@ -239,9 +250,8 @@ pub(crate) struct TcpConn {
     /// Its epoll interest includes writability (a connect or a transmit backlog in progress):
     /// a consumer's poll then asks epoll too (`Shared::poll_direct`).
     pub(crate) wants_out: AtomicBool,
-    /// Its epoll interest, and whether the socket is in the connections' set (`Shared`
-    /// takes it out while consumers read it directly).
-    pub(crate) interest: Mutex<(EventFlags, bool)>,
+    /// Its epoll interest and whether the socket is in the connections' set.
+    pub(crate) interest: Mutex<Interest>,
     peer_fin: AtomicBool,
     /// `shut` found `rx` locked (by the receive path, which may be the caller itself): the
     /// receive side moves to Closing when it lets go (`apply_pending_shut`).
@@ -294,7 +304,7 @@ impl TcpConn {
             }),
             rx_paused: AtomicBool::new(false),
             wants_out: AtomicBool::new(false),
-            interest: Mutex::new((EventFlags::empty(), false)),
+            interest: Mutex::new(Interest::default()),
             peer_fin: AtomicBool::new(false),
             shut_pending: AtomicBool::new(false),
         }
@@ -323,9 +333,14 @@ impl TcpConn {
         f
     }
 
-    fn update_interest(&self, want_out: bool) {
+    /// Sets the socket's epoll interest from the current state (`tx.want_out`, `rx_paused`),
+    /// read and applied under the `tx` lock: callers that race (a posting thread whose write
+    /// would block, a poller whose flush finished) then cannot apply their views out of order
+    /// and leave a transmit backlog without `EPOLLOUT`.
+    fn update_interest(&self) {
         if let Some(s) = self.shared() {
-            s.modify(self, self.interest(want_out));
+            let tx = lock(&self.tx);
+            s.modify(self, self.interest(tx.want_out));
         }
     }
 
@@ -354,6 +369,8 @@ impl TcpConn {
             },
         ));
         *lock(&conn.ep) = Arc::downgrade(ep);
+        // Writability ends the connect (`on_writable`).
+        lock(&conn.tx).want_out = true;
         // The endpoint learns its connection before epoll may drive it: once registered, the
         // handshake can finish on another thread (progress thread or a polling consumer), and
         // an endpoint that is no longer pending would then close the connection it just got.
@@ -483,9 +500,9 @@ impl TcpConn {
                         drop(rx);
                         let mut tx = lock(&self.tx);
                         tx.ctl.push_back((request, false));
-                        let done = self.flush_locked(&mut tx);
+                        self.flush_locked(&mut tx);
                         drop(tx);
-                        self.update_interest(!done);
+                        self.update_interest();
                         return;
                     }
                     Err(e) => {
@@ -500,13 +517,12 @@ impl TcpConn {
                 }
             }
         }
-        let (done, notify) = {
+        let notify = {
             let mut tx = lock(&self.tx);
             let done = self.flush_locked(&mut tx);
-            let notify = done && std::mem::take(&mut tx.notify);
-            (done, notify)
+            done && std::mem::take(&mut tx.notify)
         };
-        self.update_interest(!done);
+        self.update_interest();
         if notify {
             if let Some(ep) = self.ep() {
                 ep.tx_drained(self.id);
@@ -649,14 +665,12 @@ impl TcpConn {
 
     fn pause_rx(&self) {
         self.rx_paused.store(true, Ordering::SeqCst);
-        let want = lock(&self.tx).want_out;
-        self.update_interest(want);
+        self.update_interest();
     }
 
     fn resume_rx(&self) {
         self.rx_paused.store(false, Ordering::SeqCst);
-        let want = lock(&self.tx).want_out;
-        self.update_interest(want);
+        self.update_interest();
     }
 
     /// Deregisters and shuts the socket down; the connection is gone.
@@ -1347,14 +1361,11 @@ impl TcpConn {
             return false;
         }
         // The RTR goes first.
-        let done = {
+        {
             let mut tx = lock(&self.tx);
-            self.flush_locked(&mut tx)
-        };
-        if !done {
-            lock(&self.tx).want_out = true;
+            self.flush_locked(&mut tx);
         }
-        self.update_interest(!done);
+        self.update_interest();
         ep.report_established(acc.private_data);
         true
     }
@@ -1363,16 +1374,16 @@ impl TcpConn {
     // Transmit
 
     fn release_hold(&self) {
-        let (done, notify) = {
+        let notify = {
             let mut tx = lock(&self.tx);
             if !tx.hold {
                 return;
             }
             tx.hold = false;
             let done = self.flush_locked(&mut tx);
-            (done, done && std::mem::take(&mut tx.notify))
+            done && std::mem::take(&mut tx.notify)
         };
-        self.update_interest(!done);
+        self.update_interest();
         if notify {
             if let Some(ep) = self.ep() {
                 ep.tx_drained(self.id);
@@ -1389,7 +1400,7 @@ impl TcpConn {
             self.flush_locked(&mut tx)
         };
         if !done {
-            self.update_interest(true);
+            self.update_interest();
         }
     }
 
@@ -1408,7 +1419,7 @@ impl TcpConn {
     /// from the receive path too, under our own `rx` lock: the receive side then closes when
     /// that lock is let go (`shut_pending`).
     fn shut(&self, abandon: bool) {
-        let done = {
+        {
             let mut tx = lock(&self.tx);
             tx.shut_after = true;
             if tx.hold {
@@ -1419,8 +1430,8 @@ impl TcpConn {
             if abandon {
                 tx.abandon = true;
             }
-            self.flush_locked(&mut tx)
-        };
+            self.flush_locked(&mut tx);
+        }
         if let Some(s) = self.shared() {
             s.set_timed(self.id, true);
         }
@@ -1428,7 +1439,7 @@ impl TcpConn {
             Some(mut rx) => self.close_rx(&mut rx),
             None => self.shut_pending.store(true, Ordering::SeqCst),
         }
-        self.update_interest(!done);
+        self.update_interest();
     }
 
     /// The receive side of `shut`: Established (or AwaitAccept) becomes Closing, and a receive
@@ -1887,7 +1898,7 @@ impl Connection for TcpConn {
             }
         };
         if want_out {
-            self.update_interest(true);
+            self.update_interest();
         }
         out
     }
@@ -1976,8 +1987,7 @@ impl PendingRequest for TcpRequest {
         let pending = rx.end > rx.start;
         drop(rx);
         ep.report_established(Vec::new());
-        let want = lock(&c.tx).want_out;
-        c.update_interest(want);
+        c.update_interest();
         if pending {
             c.on_readable();
         }

@@ -165,41 +165,48 @@ impl Shared {
 
     pub(crate) fn register(&self, conn: &Arc<TcpConn>, flags: EventFlags) -> io::Result<()> {
         lock(&self.entries).insert(conn.id, Entry::Conn(conn.clone()));
+        {
+            let mut st = lock(&conn.interest);
+            conn.wants_out
+                .store(flags.contains(EventFlags::OUT), Ordering::Relaxed);
+            epoll::add(&self.conns, conn.fd(), EventData::new_u64(conn.id), flags)?;
+            st.flags = flags;
+            st.attached = true;
+        }
+        // Listed once attached: `attach_all` and `detach_idle` only see registered sockets.
         lock(&self.conn_list).push(conn.clone());
-        let mut st = lock(&conn.interest);
-        conn.wants_out
-            .store(flags.contains(EventFlags::OUT), Ordering::Relaxed);
-        epoll::add(&self.conns, conn.fd(), EventData::new_u64(conn.id), flags)
-            .map_err(io::Error::from)?;
-        *st = (flags, true);
         Ok(())
     }
 
     pub(crate) fn modify(&self, conn: &TcpConn, flags: EventFlags) {
         let mut st = lock(&conn.interest);
-        st.0 = flags;
+        if st.gone {
+            return;
+        }
+        st.flags = flags;
         conn.wants_out
             .store(flags.contains(EventFlags::OUT), Ordering::Relaxed);
         let data = EventData::new_u64(conn.id);
-        if st.1 {
+        if st.attached {
             let _ = epoll::modify(&self.conns, conn.fd(), data, flags);
         } else if flags.contains(EventFlags::OUT) {
             // Writability is only learnt from epoll.
-            st.1 = epoll::add(&self.conns, conn.fd(), data, flags).is_ok();
+            st.attached = epoll::add(&self.conns, conn.fd(), data, flags).is_ok();
         }
     }
 
     /// Drops a connection from the epoll set and the registry (its socket closes when the last
     /// reference goes).
     pub(crate) fn deregister(&self, conn: &TcpConn) {
+        lock(&self.conn_list).retain(|c| c.id != conn.id);
         {
             let mut st = lock(&conn.interest);
-            if std::mem::replace(&mut st.1, false) {
+            st.gone = true;
+            if std::mem::replace(&mut st.attached, false) {
                 let _ = epoll::delete(&self.conns, conn.fd());
             }
         }
         lock(&self.entries).remove(&conn.id);
-        lock(&self.conn_list).retain(|c| c.id != conn.id);
         lock(&self.timed).remove(&conn.id);
     }
 
@@ -231,8 +238,9 @@ impl Shared {
         let list = lock(&self.conn_list);
         for c in list.iter() {
             let mut st = lock(&c.interest);
-            if !st.1 {
-                st.1 = epoll::add(&self.conns, c.fd(), EventData::new_u64(c.id), st.0).is_ok();
+            if !st.attached && !st.gone {
+                let data = EventData::new_u64(c.id);
+                st.attached = epoll::add(&self.conns, c.fd(), data, st.flags).is_ok();
             }
         }
         self.detached.store(false, Ordering::Relaxed);
@@ -247,9 +255,9 @@ impl Shared {
         }
         for c in list.iter() {
             let mut st = lock(&c.interest);
-            if st.1 && !st.0.contains(EventFlags::OUT) {
+            if st.attached && !st.flags.contains(EventFlags::OUT) {
                 let _ = epoll::delete(&self.conns, c.fd());
-                st.1 = false;
+                st.attached = false;
                 self.detached.store(true, Ordering::Relaxed);
             }
         }
