@@ -433,10 +433,12 @@ impl Link for TcpLink {
         dial_now(&self.shared, ep, ep.current_attempt(), dial);
     }
 
-    /// A non-blocking `epoll_wait` on the connections' set, handling ready connections here,
-    /// as the progress thread would (if it is awake for them too, whoever takes a connection's
-    /// receive lock first reads, the other finds nothing). Listeners, wakes and ticks stay with
-    /// the progress thread. Marks the link as polled (`HOT`).
+    /// Handles what has arrived on the connections, here, as the progress thread would: a
+    /// direct read of each socket when there are at most `DIRECT_MAX` (`poll_direct`), else a
+    /// non-blocking `epoll_wait` on the connections' set. If the progress thread is awake for
+    /// them too, whoever takes a connection's receive lock first reads and the other finds
+    /// nothing. Listeners, wakes and ticks stay with the progress thread. A poll for inbound
+    /// data marks the link as polled (`HOT`).
     fn poll(&self, for_inbound: bool) -> bool {
         thread_local! {
             static EVENTS: std::cell::RefCell<epoll::EventVec> =
