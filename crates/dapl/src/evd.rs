@@ -594,9 +594,16 @@ impl Cno {
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first_sleep = true;
         loop {
             if let Some(evd) = t.pop_front() {
                 return Ok(evd);
+            }
+            if std::mem::take(&mut first_sleep) {
+                // The thread sleeps: if it polled, the link's own thread takes over now.
+                if let Some(ia) = self.0.ia.upgrade() {
+                    ia.link.stop_polling();
+                }
             }
             let wait_for = match deadline {
                 None => Duration::from_secs(3600),

@@ -111,7 +111,7 @@ const DIRECT_MAX: usize = 2;
 /// consumer polls, the progress thread does not wait on the connections' sockets (each
 /// arriving message would wake it, and on a small machine that wake-up takes a CPU from the
 /// polling threads); it takes them back once the polls stop for this long, or at once when
-/// the consumer goes to sleep in `evd_wait` (`Link::stop_polling`). One-sided traffic that
+/// the consumer goes to sleep in `evd_wait` or `cno_wait` (`Link::stop_polling`). One-sided traffic that
 /// arrives after the polls stopped (an RDMA write watched in memory) waits this long at most.
 /// Each re-check wakes the progress thread: at 1 ms those wake-ups showed in the ping-pong's
 /// 99th percentile.
@@ -818,6 +818,17 @@ mod tests {
             (true, false),
             "evd_wait gave the connection back"
         );
+        // So does sleeping in cno_wait.
+        poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
+        let cno = a.ia.cno_create().unwrap();
+        let e = cno.wait(Some(Duration::from_millis(50))).unwrap_err();
+        assert_eq!(e.kind(), ErrorType::TimeoutExpired);
+        assert_eq!(
+            state(&a),
+            (true, false),
+            "cno_wait gave the connection back"
+        );
+        cno.free().unwrap();
         // Polls that just stop: the progress thread takes the connection back by itself, and
         // handles what arrives then.
         a.ia.0.link.set_handoff_window(Duration::from_millis(5));
