@@ -42,7 +42,7 @@ fn poll_empty(evd: &Evd, d: Duration) {
     }
 }
 
-/// A filled LMR: byte `i` is `(i * 7 + seed) as u8`.
+/// A filled LMR: byte `i` is `(i * 7) as u8 ^ seed`.
 fn pattern(pz: &Pz, len: usize, seed: u8) -> Lmr {
     let l = pz.lmr_allocate(len, MemPriv::ALL).unwrap();
     let v: Vec<u8> = (0..len).map(|i| (i * 7) as u8 ^ seed).collect();
