@@ -9,7 +9,7 @@ use crate::conv::{close_flags, from_count, to_count, to_seg};
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::evd::timeout;
 use crate::ffi::*;
-use crate::handle::{self, ia_index, opt_evd, sockaddr, EpC, Handle, Kind, Obj, SockAddr};
+use crate::handle::{self, ia_index, opt_evd, sockaddr, EpC, Handle, Obj, SockAddr};
 use crate::ia::context_bits;
 use crate::mem::{completion_flags, iov};
 use crate::{err, guard, Dat, R};
@@ -122,7 +122,6 @@ fn create(
         ),
     }
     .dat()?;
-    let id = e.id();
     let epc = Arc::new(EpC {
         ep: e,
         pz: pzh,
@@ -133,7 +132,7 @@ fn create(
         event_pdata: Mutex::new(Vec::new()),
         remote_addrs: Mutex::new(Vec::new()),
     });
-    let eh = Handle::create(h.provider(), Kind::Ep, Some(h), Obj::Ep(epc), Some(id));
+    let eh = Handle::create(h.provider(), Some(h), Obj::Ep(epc));
     ep.put(out_arg, eh.as_ptr())
 }
 
@@ -491,7 +490,7 @@ pub(crate) unsafe extern "C" fn ep_free(ep: DAT_EP_HANDLE) -> DAT_RETURN {
     guard("ep_free", || {
         let (h, e) = handle::ep(ep)?;
         e.ep.free().dat()?;
-        h.kill(Some(e.ep.id()));
+        h.kill();
         Ok(())
     })
 }

@@ -8,7 +8,7 @@ use crate::conv::to_count;
 use crate::cptr::{bad_arg, In, Out};
 use crate::event::to_c;
 use crate::ffi::*;
-use crate::handle::{self, ia_index, Handle, Kind, Obj};
+use crate::handle::{self, ia_index, Handle, Obj};
 use crate::{guard, Dat};
 
 /// A DAT timeout in microseconds (`DAT_TIMEOUT_INFINITE` is none).
@@ -44,8 +44,7 @@ pub(crate) unsafe extern "C" fn evd_create(
             .ia
             .evd_create(qlen, cno.as_ref().map(|c| &c.1), flags)
             .dat()?;
-        let id = e.id();
-        let eh = Handle::create(h.provider(), Kind::Evd, Some(h), Obj::Evd(e), Some(id));
+        let eh = Handle::create(h.provider(), Some(h), Obj::Evd(e));
         evd.put(5, eh.as_ptr())
     })
 }
@@ -179,7 +178,7 @@ pub(crate) unsafe extern "C" fn evd_free(evd: DAT_EVD_HANDLE) -> DAT_RETURN {
     guard("evd_free", || {
         let (h, e) = handle::evd(evd)?;
         e.free().dat()?;
-        h.kill(Some(e.id()));
+        h.kill();
         Ok(())
     })
 }
@@ -196,8 +195,7 @@ pub(crate) unsafe extern "C" fn cno_create(
             return Err(bad_arg(3));
         }
         let c = iac.ia.cno_create().dat()?;
-        let id = c.id();
-        let ch = Handle::create(h.provider(), Kind::Cno, Some(h), Obj::Cno(c), Some(id));
+        let ch = Handle::create(h.provider(), Some(h), Obj::Cno(c));
         cno.put(3, ch.as_ptr())
     })
 }
@@ -230,7 +228,7 @@ pub(crate) unsafe extern "C" fn cno_free(cno: DAT_CNO_HANDLE) -> DAT_RETURN {
     guard("cno_free", || {
         let (h, c) = handle::cno(cno)?;
         c.free().dat()?;
-        h.kill(Some(c.id()));
+        h.kill();
         Ok(())
     })
 }

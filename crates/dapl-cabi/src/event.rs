@@ -6,7 +6,7 @@ use std::sync::Arc;
 use dapl::{AsyncSubject, Event};
 
 use crate::ffi::*;
-use crate::handle::{sockaddr, CrC, Handle, Kind, Obj};
+use crate::handle::{sockaddr, CrC, Handle, Obj};
 
 fn handle_of(id: u64) -> DAT_HANDLE {
     Handle::by_id(id).map_or(std::ptr::null_mut(), |h| h.as_ptr())
@@ -90,7 +90,7 @@ pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
                 remote_port: remote.as_ref().map_or(0, |r| r.remote.remote_port_qual),
             });
             let provider = evd.provider();
-            let cr = Handle::create(provider, Kind::Cr, ia, Obj::Cr(crc), None);
+            let cr = Handle::create(provider, ia, Obj::Cr(crc));
             let local = match ia.and_then(|h| h.obj()) {
                 Some(Obj::Ia(iac)) => &*iac.address as *const _ as DAT_IA_ADDRESS_PTR,
                 _ => std::ptr::null_mut(),

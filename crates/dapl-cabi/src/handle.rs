@@ -156,7 +156,7 @@ unsafe impl Sync for Handle {}
 /// Addresses of every handle ever made (tombstones included).
 static LIVE: RwLock<Option<HashSet<usize>>> = RwLock::new(None);
 /// Rust object id -> its handle, for objects that events name (EP, EVD, SRQ, RMR, PSP, RSP).
-static BY_ID: RwLock<Option<HashMap<u64, usize>>> = RwLock::new(None);
+static BY_ID: RwLock<Option<HashMap<u64, &'static Handle>>> = RwLock::new(None);
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|p| p.into_inner())
@@ -170,14 +170,13 @@ impl Handle {
     /// Makes a handle for `obj` under the IA handle `ia` (None: this is the IA).
     pub(crate) fn create(
         provider: *const DAT_PROVIDER,
-        kind: Kind,
         ia: Option<&'static Handle>,
         obj: Obj,
-        id: Option<u64>,
     ) -> &'static Handle {
+        let id = obj_id(&obj);
         let h: &'static Handle = Box::leak(Box::new(Handle {
             provider,
-            kind,
+            kind: obj.kind(),
             ia: ia.map_or(std::ptr::null(), |h| h as *const Handle),
             context: AtomicU64::new(0),
             obj: RwLock::new(Some(obj)),
@@ -185,9 +184,7 @@ impl Handle {
         let addr = h as *const Handle as usize;
         write(&LIVE).get_or_insert_with(HashSet::new).insert(addr);
         if let Some(id) = id {
-            write(&BY_ID)
-                .get_or_insert_with(HashMap::new)
-                .insert(id, addr);
+            write(&BY_ID).get_or_insert_with(HashMap::new).insert(id, h);
         }
         if let Some(ia) = ia {
             if let Some(Obj::Ia(iac)) = ia.obj() {
@@ -234,9 +231,9 @@ impl Handle {
     }
 
     /// Frees the object: the handle becomes a tombstone.
-    pub(crate) fn kill(&self, id: Option<u64>) {
-        *write(&self.obj) = None;
-        if let Some(id) = id {
+    pub(crate) fn kill(&self) {
+        let old = write(&self.obj).take();
+        if let Some(id) = old.as_ref().and_then(obj_id) {
             if let Some(m) = write(&BY_ID).as_mut() {
                 m.remove(&id);
             }
@@ -245,8 +242,7 @@ impl Handle {
 
     /// The handle of the Rust object with this id, if it has one.
     pub(crate) fn by_id(id: u64) -> Option<&'static Handle> {
-        let addr = *read(&BY_ID).as_ref()?.get(&id)?;
-        Handle::from_ptr(addr as *const c_void)
+        read(&BY_ID).as_ref()?.get(&id).copied()
     }
 }
 
@@ -293,17 +289,28 @@ pub(crate) fn opt_evd(p: *const c_void) -> Result<Option<(&'static Handle, Evd)>
 /// Tombstones every handle of a closed IA, and the IA's own.
 pub(crate) fn kill_ia(h: &'static Handle, iac: &IaC) {
     let children = std::mem::take(&mut *iac.children.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut ids = write(&BY_ID);
     for c in children {
-        if let Some(o) = c.obj() {
-            if let (Some(m), Some(id)) = (ids.as_mut(), obj_id(&o)) {
-                m.remove(&id);
-            }
-        }
-        *write(&c.obj) = None;
+        c.kill();
     }
-    drop(ids);
-    h.kill(None);
+    h.kill();
+}
+
+impl Obj {
+    fn kind(&self) -> Kind {
+        match self {
+            Obj::Ia(_) => Kind::Ia,
+            Obj::Ep(_) => Kind::Ep,
+            Obj::Lmr(_) => Kind::Lmr,
+            Obj::Rmr(..) => Kind::Rmr,
+            Obj::Pz(_) => Kind::Pz,
+            Obj::Psp(..) => Kind::Psp,
+            Obj::Rsp(..) => Kind::Rsp,
+            Obj::Evd(_) => Kind::Evd,
+            Obj::Cr(_) => Kind::Cr,
+            Obj::Cno(_) => Kind::Cno,
+            Obj::Srq(..) => Kind::Srq,
+        }
+    }
 }
 
 /// The Rust id of an object that events can name.

@@ -8,7 +8,7 @@ use dapl::InterfaceAdapter;
 use crate::conv::{close_flags, to_count, to_seg};
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::ffi::*;
-use crate::handle::{self, sockaddr, Handle, IaC, Kind, Obj};
+use crate::handle::{self, sockaddr, Handle, IaC, Obj};
 use crate::{err, guard, Dat};
 
 /// The named attributes every IA reports (`provider_specific_attr`).
@@ -86,14 +86,8 @@ pub(crate) unsafe extern "C" fn ia_open(
             address: Box::new(sockaddr(Some(addr))),
             children: Mutex::new(Vec::new()),
         });
-        let h = Handle::create(&entry.provider, Kind::Ia, None, Obj::Ia(iac), None);
-        let eh = Handle::create(
-            &entry.provider,
-            Kind::Evd,
-            Some(h),
-            Obj::Evd(evd.clone()),
-            Some(evd.id()),
-        );
+        let h = Handle::create(&entry.provider, None, Obj::Ia(iac));
+        let eh = Handle::create(&entry.provider, Some(h), Obj::Evd(evd.clone()));
         async_evd.put_opt(eh.as_ptr());
         ia.put(4, h.as_ptr())
     })

@@ -61,7 +61,7 @@ pub(crate) unsafe extern "C" fn pz_create(ia: DAT_IA_HANDLE, pz: *mut DAT_PZ_HAN
             return Err(bad_arg(2));
         }
         let p = iac.ia.pz_create().dat()?;
-        let ph = Handle::create(h.provider(), Kind::Pz, Some(h), Obj::Pz(p), None);
+        let ph = Handle::create(h.provider(), Some(h), Obj::Pz(p));
         pz.put(2, ph.as_ptr())
     })
 }
@@ -87,7 +87,7 @@ pub(crate) unsafe extern "C" fn pz_free(pz: DAT_PZ_HANDLE) -> DAT_RETURN {
     guard("pz_free", || {
         let (h, p) = handle::pz(pz)?;
         p.free().dat()?;
-        h.kill(None);
+        h.kill();
         Ok(())
     })
 }
@@ -161,7 +161,7 @@ pub(crate) unsafe extern "C" fn lmr_create(
             privileges: privs,
             va_type,
         });
-        let lh = Handle::create(h.provider(), Kind::Lmr, Some(h), Obj::Lmr(lc), None);
+        let lh = Handle::create(h.provider(), Some(h), Obj::Lmr(lc));
         lmr.put(8, lh.as_ptr())
     })
 }
@@ -195,7 +195,7 @@ pub(crate) unsafe extern "C" fn lmr_free(lmr: DAT_LMR_HANDLE) -> DAT_RETURN {
     guard("lmr_free", || {
         let (h, l) = handle::lmr(lmr)?;
         l.lmr.free().dat()?;
-        h.kill(None);
+        h.kill();
         Ok(())
     })
 }
@@ -237,15 +237,8 @@ pub(crate) unsafe extern "C" fn rmr_create(
             return Err(bad_arg(2));
         }
         let r = p.rmr_create().dat()?;
-        let id = r.id();
         let ia = pzh.ia_handle();
-        let rh = Handle::create(
-            pzh.provider(),
-            Kind::Rmr,
-            Some(ia),
-            Obj::Rmr(r, pzh),
-            Some(id),
-        );
+        let rh = Handle::create(pzh.provider(), Some(ia), Obj::Rmr(r, pzh));
         rmr.put(2, rh.as_ptr())
     })
 }
@@ -326,7 +319,7 @@ pub(crate) unsafe extern "C" fn rmr_free(rmr: DAT_RMR_HANDLE) -> DAT_RETURN {
     guard("rmr_free", || {
         let (h, r) = handle::rmr(rmr)?;
         r.free().dat()?;
-        h.kill(Some(r.id()));
+        h.kill();
         Ok(())
     })
 }

@@ -31,14 +31,7 @@ pub(crate) unsafe extern "C" fn psp_create(
             return Err(bad_arg(5));
         }
         let sp = iac.ia.psp_create(qual, &e, f).dat()?;
-        let id = sp.id();
-        let ph = Handle::create(
-            h.provider(),
-            Kind::Psp,
-            Some(h),
-            Obj::Psp(sp, eh, flags),
-            Some(id),
-        );
+        let ph = Handle::create(h.provider(), Some(h), Obj::Psp(sp, eh, flags));
         psp.put(5, ph.as_ptr())
     })
 }
@@ -60,14 +53,7 @@ pub(crate) unsafe extern "C" fn psp_create_any(
             return Err(bad_arg(if psp.is_null() { 5 } else { 2 }));
         }
         let (sp, q) = iac.ia.psp_create_any(&e, f).dat()?;
-        let id = sp.id();
-        let ph = Handle::create(
-            h.provider(),
-            Kind::Psp,
-            Some(h),
-            Obj::Psp(sp, eh, flags),
-            Some(id),
-        );
+        let ph = Handle::create(h.provider(), Some(h), Obj::Psp(sp, eh, flags));
         qual.put(2, q)?;
         psp.put(5, ph.as_ptr())
     })
@@ -102,7 +88,7 @@ fn sp_free(p: DAT_HANDLE, kind: Kind) -> crate::R {
         return Err(kind.invalid());
     };
     sp.free().dat()?;
-    h.kill(Some(sp.id()));
+    h.kill();
     Ok(())
 }
 
@@ -126,14 +112,7 @@ pub(crate) unsafe extern "C" fn rsp_create(
             return Err(bad_arg(5));
         }
         let sp = iac.ia.rsp_create(qual, &e.ep, &ev).dat()?;
-        let id = sp.id();
-        let rh = Handle::create(
-            h.provider(),
-            Kind::Rsp,
-            Some(h),
-            Obj::Rsp(sp, eph, evh),
-            Some(id),
-        );
+        let rh = Handle::create(h.provider(), Some(h), Obj::Rsp(sp, eph, evh));
         rsp.put(5, rh.as_ptr())
     })
 }
@@ -211,7 +190,7 @@ pub(crate) unsafe extern "C" fn cr_accept(
         // slice is read while `c` keeps the CR alive.
         let pd = private_data.slice(4, pdata_size as i64)?;
         c.cr.accept(ep.as_ref().map(|e| &e.ep), pd).dat()?;
-        h.kill(None);
+        h.kill();
         Ok(())
     })
 }
@@ -226,7 +205,7 @@ pub(crate) unsafe extern "C" fn cr_reject(
         let (h, c) = handle::cr(cr)?;
         let pd = private_data.slice(3, pdata_size as i64)?;
         c.cr.reject(pd).dat()?;
-        h.kill(None);
+        h.kill();
         Ok(())
     })
 }

@@ -36,8 +36,7 @@ pub(crate) unsafe extern "C" fn srq_create(
             low_watermark: lw(3, a.low_watermark)?,
         };
         let s = iac.ia.srq_create(&p, &a).dat()?;
-        let id = s.id();
-        let sh = Handle::create(h.provider(), Kind::Srq, Some(h), Obj::Srq(s, pzh), Some(id));
+        let sh = Handle::create(h.provider(), Some(h), Obj::Srq(s, pzh));
         srq.put(4, sh.as_ptr())
     })
 }
@@ -46,7 +45,7 @@ pub(crate) unsafe extern "C" fn srq_free(srq: DAT_SRQ_HANDLE) -> DAT_RETURN {
     guard("srq_free", || {
         let (h, s) = handle::srq(srq)?;
         s.free().dat()?;
-        h.kill(Some(s.id()));
+        h.kill();
         Ok(())
     })
 }
