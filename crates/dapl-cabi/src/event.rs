@@ -117,6 +117,8 @@ pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
                 AsyncSubject::Evd(e) => handle_of(e.id()),
                 AsyncSubject::Ep(e) => handle_of(e.id()),
                 AsyncSubject::Srq(s) => handle_of(s.id()),
+                // The provider's own IA handle, not libdat2's index: the reference provider
+                // (dapl_evd_util.c) posts its IA pointer here too.
                 AsyncSubject::Ia => evd.ia_handle().as_ptr(),
             };
             out.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA {
