@@ -180,10 +180,6 @@ pub(crate) unsafe extern "C" fn ep_create_with_srq(
     })
 }
 
-fn ptr_of(h: Option<&'static Handle>) -> DAT_HANDLE {
-    h.map_or(std::ptr::null_mut(), |h| h.as_ptr())
-}
-
 pub(crate) unsafe extern "C" fn ep_query(
     ep: DAT_EP_HANDLE,
     _mask: DAT_EP_PARAM_MASK,
@@ -220,10 +216,10 @@ pub(crate) unsafe extern "C" fn ep_query(
         };
         c.remote_port_qual = q.remote_port_qual.unwrap_or(0);
         c.pz_handle = e.pz.as_ptr();
-        c.recv_evd_handle = ptr_of(e.recv_evd);
-        c.request_evd_handle = ptr_of(e.request_evd);
-        c.connect_evd_handle = ptr_of(e.connect_evd);
-        c.srq_handle = ptr_of(e.srq);
+        c.recv_evd_handle = handle::ptr_or_null(e.recv_evd);
+        c.request_evd_handle = handle::ptr_or_null(e.request_evd);
+        c.connect_evd_handle = handle::ptr_or_null(e.connect_evd);
+        c.srq_handle = handle::ptr_or_null(e.srq);
         c.ep_attr = attr_to_c(&q.attr);
         param.put(3, c)
     })

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use dapl::EvdFlags;
 
-use crate::conv::to_count;
+use crate::conv::{from_count, to_count};
 use crate::cptr::{bad_arg, In, Out};
 use crate::event::to_c;
 use crate::ffi::*;
@@ -36,7 +36,7 @@ pub(crate) unsafe extern "C" fn evd_create(
         let (h, iac) = handle::ia(ia)?;
         let cno = cno_arg(cno)?;
         let flags = EvdFlags::from_bits(flags).ok_or(bad_arg(4))?;
-        let qlen = usize::try_from(qlen).map_err(|_| bad_arg(2))?;
+        let qlen = from_count(2, qlen)?;
         if evd.is_null() {
             return Err(bad_arg(5));
         }
@@ -72,7 +72,7 @@ pub(crate) unsafe extern "C" fn evd_query(
                 ia_handle: ia_index(h.ia_handle()),
                 evd_qlen: to_count(p.qlen),
                 evd_state: state,
-                cno_handle: cno.map_or(std::ptr::null_mut(), |c| c.as_ptr()),
+                cno_handle: handle::ptr_or_null(cno),
                 evd_flags: p.flags.bits() as DAT_EVD_FLAGS,
             },
         )
@@ -124,7 +124,7 @@ pub(crate) unsafe extern "C" fn evd_wait(
         if event.is_null() {
             return Err(bad_arg(4));
         }
-        let threshold = usize::try_from(threshold).map_err(|_| bad_arg(3))?;
+        let threshold = from_count(3, threshold)?;
         let (ev, more) = e.wait(timeout(time_out), threshold).dat()?;
         nmore.put_opt(to_count(more));
         event.put(4, to_c(h, ev))
@@ -151,7 +151,7 @@ pub(crate) unsafe extern "C" fn evd_dequeue(
 
 pub(crate) unsafe extern "C" fn evd_resize(evd: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
     guard("evd_resize", || {
-        let qlen = usize::try_from(qlen).map_err(|_| bad_arg(2))?;
+        let qlen = from_count(2, qlen)?;
         handle::evd(evd)?.1.resize(qlen).dat()
     })
 }
@@ -245,7 +245,7 @@ pub(crate) unsafe extern "C" fn cno_wait(
             return Err(bad_arg(3));
         }
         let e = c.wait(timeout(time_out)).dat()?;
-        let eh = Handle::by_id(e.id()).map_or(std::ptr::null_mut(), |h| h.as_ptr());
+        let eh = handle::ptr_or_null(Handle::by_id(e.id()));
         evd.put(3, eh)
     })
 }

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use dapl::{AsyncSubject, Event};
 
 use crate::ffi::*;
-use crate::handle::{sockaddr, CrC, Handle, Obj};
+use crate::handle::{ptr_or_null, sockaddr, CrC, Handle, Obj};
 
 fn handle_of(id: u64) -> DAT_HANDLE {
-    Handle::by_id(id).map_or(std::ptr::null_mut(), |h| h.as_ptr())
+    ptr_or_null(Handle::by_id(id))
 }
 
 /// Stores `pdata` with the EP so the pointer in the event stays valid until the EP is freed,

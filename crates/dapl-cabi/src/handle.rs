@@ -277,6 +277,11 @@ getter!(cr, Cr, Arc<CrC>, Obj::Cr(x) => x);
 getter!(cno, Cno, Cno, Obj::Cno(x) => x);
 getter!(srq, Srq, Srq, Obj::Srq(x, _) => x);
 
+/// The C value of an optional handle: NULL for `None`.
+pub(crate) fn ptr_or_null(h: Option<&'static Handle>) -> DAT_HANDLE {
+    h.map_or(std::ptr::null_mut(), |h| h.as_ptr())
+}
+
 /// An optional EVD argument: NULL is `None`, anything else must be a live EVD.
 pub(crate) fn opt_evd(p: *const c_void) -> Result<Option<(&'static Handle, Evd)>, DAT_RETURN> {
     if p.is_null() {

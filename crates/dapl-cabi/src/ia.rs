@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use dapl::InterfaceAdapter;
 
-use crate::conv::{close_flags, to_count, to_seg};
+use crate::conv::{close_flags, from_count, to_count, to_seg};
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::ffi::*;
 use crate::handle::{self, sockaddr, Handle, IaC, Obj};
@@ -77,7 +77,7 @@ pub(crate) unsafe extern "C" fn ia_open(
         if ia.is_null() {
             return Err(bad_arg(4));
         }
-        let qlen = usize::try_from(async_evd_qlen).map_err(|_| bad_arg(2))?;
+        let qlen = from_count(2, async_evd_qlen)?;
         let (rust_ia, evd) = InterfaceAdapter::open(&link, qlen.max(1)).dat()?;
         let addr = rust_ia.query().dat()?.ia_address;
         let iac = Arc::new(IaC {
@@ -114,7 +114,7 @@ pub(crate) unsafe extern "C" fn ia_query(
         }
         if !async_evd.is_null() {
             let evd = iac.ia.async_evd().and_then(|e| Handle::by_id(e.id()));
-            async_evd.put_opt(evd.map_or(std::ptr::null_mut(), |e| e.as_ptr()));
+            async_evd.put_opt(handle::ptr_or_null(evd));
         }
         // Every field is filled whatever the masks ask for (dtest reads fields it did not ask for).
         let a = iac.ia.query().dat()?;

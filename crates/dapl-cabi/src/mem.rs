@@ -13,16 +13,13 @@ use crate::handle::{self, ia_index, Handle, Kind, LmrC, Obj};
 use crate::ia::context_bits;
 use crate::{err, guard, Dat};
 
-/// Most segments one post may name (the `dapl` IA's `max_iov_segments_per_dto`).
-pub(crate) const MAX_IOV: usize = 16;
-
 /// A consumer's iov as `dapl` triplets. Zero-length segments are dropped: DAT says their
 /// address and context "are irrelevant and can be invalid".
 pub(crate) fn iov(
     arg: u32,
     segs: &In<DAT_LMR_TRIPLET>,
     n: i64,
-) -> Result<ArrayVec<LmrTriplet, MAX_IOV>, DAT_RETURN> {
+) -> Result<ArrayVec<LmrTriplet, { dapl::ia::MAX_IOV }>, DAT_RETURN> {
     let s = segs.slice(arg, n)?;
     let mut out = ArrayVec::new();
     for t in s.iter().filter(|t| t.segment_length != 0) {

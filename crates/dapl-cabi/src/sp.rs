@@ -164,10 +164,7 @@ pub(crate) unsafe extern "C" fn cr_query(
         } else {
             pd.as_ptr() as DAT_PVOID
         };
-        p.local_ep_handle = q
-            .local_ep
-            .and_then(|e| Handle::by_id(e.id()))
-            .map_or(std::ptr::null_mut(), |h| h.as_ptr());
+        p.local_ep_handle = handle::ptr_or_null(q.local_ep.and_then(|e| Handle::by_id(e.id())));
         param.put(3, p)
     })
 }

@@ -61,7 +61,8 @@ pub struct IaAttr {
     pub max_private_data_size: usize,
 }
 
-pub(crate) const MAX_IOV: usize = 16;
+/// Most segments one DTO may name (`max_iov_segments_per_dto`).
+pub const MAX_IOV: usize = 16;
 
 impl IaAttr {
     fn defaults(name: &str, addr: IaAddress) -> Self {
