@@ -837,7 +837,11 @@ mod tests {
             state(&a) == (true, false)
         });
         send(&b, &src, sent);
-        let (ev, _) = a.recv.wait(T, 1).unwrap();
+        // Not evd_wait or dequeue: they would read the socket themselves (query does not).
+        eventually("the progress thread handles the message", || {
+            a.recv.query().unwrap().count == 1
+        });
+        let ev = a.recv.dequeue().unwrap().expect("the message");
         took(&a, &dst, ev, sent);
         a.ia.close(CloseFlags::Abrupt).unwrap();
         b.ia.close(CloseFlags::Abrupt).unwrap();
