@@ -304,12 +304,18 @@ impl Evd {
                     d - now
                 }
             };
+            if spun && std::mem::take(&mut first_sleep) {
+                // Going to sleep: if this thread's polls took the link's connections, its own
+                // thread takes them back now (outside the EVD lock; then look again).
+                s.waiters += 1; // still this thread's wait
+                drop(s);
+                self.0.link.stop_polling();
+                s = self.0.lock();
+                s.waiters -= 1;
+                continue;
+            }
             s.waiters += 1;
             if spun {
-                if first_sleep {
-                    first_sleep = false;
-                    self.0.link.stop_polling();
-                }
                 let (g, _) = self
                     .0
                     .cond
@@ -600,10 +606,14 @@ impl Cno {
                 return Ok(evd);
             }
             if std::mem::take(&mut first_sleep) {
-                // The thread sleeps: if it polled, the link's own thread takes over now.
+                // The thread sleeps: if it polled, the link's own thread takes over now
+                // (outside the `triggered` lock; then look again).
+                drop(t);
                 if let Some(ia) = self.0.ia.upgrade() {
                     ia.link.stop_polling();
                 }
+                t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());
+                continue;
             }
             let wait_for = match deadline {
                 None => Duration::from_secs(3600),

@@ -124,6 +124,11 @@ const HOT: Duration = Duration::from_millis(4);
 /// costs more than a round trip on small virtual machines.
 const SPIN: Duration = Duration::from_micros(50);
 
+thread_local! {
+    /// This thread's polls for inbound data marked some link as polled since it last slept.
+    static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// A thread's polls refresh `Shared::hot_until` every this many.
 const HOT_EVERY: u32 = 64;
 
@@ -215,6 +220,12 @@ impl Shared {
     /// runs no epoll callback at all (as for a program polling its own socket).
     fn arm_conns(&self, on: bool) {
         let mut armed = lock(&self.conns_armed);
+        // Disarm only if the link is still polled: a consumer that went to sleep between the
+        // caller's look at `hot_until` and this lock has cleared it, and its own `arm_conns(true)`
+        // found the set still armed.
+        if !on && self.hot_until.load(Ordering::Relaxed) <= mono_ns() {
+            return;
+        }
         if *armed != on {
             let flags = if on {
                 EventFlags::IN
@@ -448,6 +459,7 @@ impl Link for TcpLink {
         // The clock is read on every `HOT_EVERY`-th poll of the thread (it costs more than the
         // rest of an empty poll); the window then ends that many polls early at worst.
         if for_inbound {
+            MARKED.set(true);
             let n = POLLS.get();
             POLLS.set(n.wrapping_add(1));
             if n % HOT_EVERY == 0 {
@@ -479,6 +491,11 @@ impl Link for TcpLink {
     }
 
     fn stop_polling(&self) {
+        // Only a thread whose polls marked the link: another thread's sleep says nothing about
+        // the one that polls.
+        if !MARKED.replace(false) {
+            return;
+        }
         self.shared.hot_until.store(0, Ordering::Relaxed);
         self.shared.arm_conns(true);
     }
