@@ -1019,6 +1019,19 @@ impl TcpConn {
         let mut fill = |segs: &[Seg], at: u64| -> usize {
             got = match src {
                 CutSrc::Staged(b) => Ok(if place_at(b, segs, at) { b.len() } else { 0 }),
+                // The message's last byte is stored after the rest, as `copy_in` does for
+                // staged bytes (a consumer may poll it, then read the rest): the socket read
+                // stops one short, and that byte comes with a read of its own.
+                CutSrc::Socket if last && left == 1 => {
+                    let mut b = [0u8; 1];
+                    (&self.sock).read(&mut b).map(|n| {
+                        if n == 1 && !place_at(&b, segs, at) {
+                            return 0; // cannot happen: the engine checked the range
+                        }
+                        n
+                    })
+                }
+                CutSrc::Socket if last => recv_into(self.fd(), segs, at, left - 1),
                 CutSrc::Socket => recv_into(self.fd(), segs, at, left),
             };
             *got.as_ref().unwrap_or(&0)
