@@ -945,12 +945,7 @@ impl EpInner {
     /// Inbound Send: takes the next receive buffer (own queue or SRQ) and places the message.
     pub(crate) fn rx_send(&self, solicited: bool, payload: Payload<'_>) -> RxSend {
         let mut c = self.lock();
-        if !Self::rx_connected(&c) {
-            // Not connected yet (the accept is still settling): the sender waits.
-            c.peer_waiting = true;
-            return RxSend::NoBuffer;
-        }
-        let Some(wr) = self.take_recv(&mut c) else {
+        let Some(wr) = self.take_recv_connected(&mut c) else {
             return RxSend::NoBuffer;
         };
         let recv_flags = c.attr.recv_completion_flags;
@@ -1035,12 +1030,7 @@ impl EpInner {
             }
         };
         let mut c = self.lock();
-        if !Self::rx_connected(&c) {
-            // Not connected yet (the accept is still settling): the sender waits, as for a Send.
-            c.peer_waiting = true;
-            return RxWriteImmed::NoBuffer;
-        }
-        let Some(wr) = self.take_recv(&mut c) else {
+        let Some(wr) = self.take_recv_connected(&mut c) else {
             return RxWriteImmed::NoBuffer;
         };
         let recv_flags = c.attr.recv_completion_flags;
@@ -1133,6 +1123,16 @@ impl EpInner {
     }
 
     /// The next receive buffer (own queue or SRQ); with none, the peer is marked waiting.
+    /// [`take_recv`](Self::take_recv) for a message placed at once (loopback): also `None`,
+    /// with the peer waiting, while not connected yet (the accept is still settling).
+    fn take_recv_connected(&self, c: &mut EpCore) -> Option<RecvWr> {
+        if !Self::rx_connected(c) {
+            c.peer_waiting = true;
+            return None;
+        }
+        self.take_recv(c)
+    }
+
     fn take_recv(&self, c: &mut EpCore) -> Option<RecvWr> {
         let wr = match &self.srq {
             None => c.rq.pop_front(),
