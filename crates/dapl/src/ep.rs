@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use crate::engine::memtable::{LocalFault, RemoteFault, Seg};
+use crate::engine::memtable::{seg_span, LocalFault, RemoteFault, Seg};
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
 use crate::event::{
@@ -1609,21 +1609,11 @@ pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> bool {
     {
         return false;
     }
-    let mut skip = offset;
     let mut src = bytes;
-    for d in dst {
-        if src.is_empty() {
-            break;
-        }
-        if skip >= d.len as u64 {
-            skip -= d.len as u64;
-            continue;
-        }
-        let at = skip as usize;
-        let k = (d.len - at).min(src.len());
+    for (i, at, k) in seg_span(dst, offset, bytes.len()) {
+        let d = &dst[i];
         d.region.copy_in(d.offset + at, &src[..k]);
         src = &src[k..];
-        skip = 0;
     }
     true
 }

@@ -24,6 +24,30 @@ pub struct Seg {
     pub len: usize,
 }
 
+/// The pieces of the segment list `segs` that hold its bytes `at..at + len` (fewer if the list
+/// ends first), in order, as (segment index, offset inside the segment, length).
+pub fn seg_span(
+    segs: &[Seg],
+    at: u64,
+    len: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    let (mut skip, mut want) = (at, len);
+    segs.iter().enumerate().filter_map(move |(i, s)| {
+        if want == 0 {
+            return None;
+        }
+        if skip >= s.len as u64 {
+            skip -= s.len as u64;
+            return None;
+        }
+        let off = skip as usize;
+        let k = (s.len - off).min(want);
+        skip = 0;
+        want -= k;
+        Some((i, off, k))
+    })
+}
+
 /// What an entry is: an LMR's own registration or an RMR bound to part of one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryKind {
@@ -253,6 +277,24 @@ mod tests {
             .insert(EntryKind::Lmr, r, 0, va, 4096, 7, privs, 16)
             .unwrap();
         (t, stag, va)
+    }
+
+    #[test]
+    fn seg_span_names_the_pieces_of_a_byte_range() {
+        let r = Arc::new(RegionMemory::allocate(64).unwrap());
+        let seg = |offset, len| Seg {
+            region: r.clone(),
+            offset,
+            len,
+        };
+        let segs = [seg(0, 4), seg(10, 6), seg(20, 5)]; // 15 bytes
+        let span = |at, len| seg_span(&segs, at, len).collect::<Vec<_>>();
+        assert_eq!(span(0, 15), [(0, 0, 4), (1, 0, 6), (2, 0, 5)]);
+        assert_eq!(span(3, 3), [(0, 3, 1), (1, 0, 2)]);
+        assert_eq!(span(4, 6), [(1, 0, 6)]);
+        assert_eq!(span(12, 100), [(2, 2, 3)]); // the list ends first
+        assert_eq!(span(15, 1), []);
+        assert_eq!(span(2, 0), []);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use socket2::{Domain, Socket, Type};
 
 use super::{lock, Shared, LINGER, REQUEST_TIMEOUT, RNR_GRACE};
 use crate::cr::CrArrivalInfo;
-use crate::engine::memtable::{RemoteFault, Seg};
+use crate::engine::memtable::{seg_span, RemoteFault, Seg};
 use crate::ep::{place_at, EpInner, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::event::ConnectionEventKind;
 use crate::ia::MAX_IOV;
@@ -1635,18 +1635,8 @@ impl TcpConn {
                 c.update(&tx.frames[a..b]);
             }
             // Payload pieces: [off, off+pay) over the gather list.
-            let mut want = pay as usize;
-            let mut skip = job.off;
-            for (i, s) in job.segs.iter().enumerate() {
-                if want == 0 {
-                    break;
-                }
-                if skip >= s.len as u64 {
-                    skip -= s.len as u64;
-                    continue;
-                }
-                let at = skip as usize;
-                let k = (s.len - at).min(want);
+            for (i, at, k) in seg_span(&job.segs, job.off, pay as usize) {
+                let s = &job.segs[i];
                 match crc.as_mut() {
                     // With CRC the payload is copied into the frame: the bytes that go out must
                     // be the bytes the CRC covers, and registered memory may change (a peer's
@@ -1664,8 +1654,6 @@ impl TcpConn {
                         len: k,
                     }),
                 }
-                want -= k;
-                skip = 0;
             }
             let a = tx.frames.len();
             let pad = pad_len(ulpdu_len);
@@ -1816,27 +1804,14 @@ impl Tx {
 }
 
 /// Reads up to `max` bytes from `fd` into the scatter list `segs` from byte `at` on.
-fn recv_into(fd: BorrowedFd<'_>, segs: &[Seg], mut at: u64, max: usize) -> io::Result<usize> {
-    let mut pieces: ArrayVec<RecvPiece<'_>, MAX_IOV> = ArrayVec::new();
-    let mut room = max;
-    for seg in segs {
-        if room == 0 {
-            break;
-        }
-        if at >= seg.len as u64 {
-            at -= seg.len as u64;
-            continue;
-        }
-        let off = at as usize;
-        let len = (seg.len - off).min(room);
-        pieces.push(RecvPiece {
-            mem: &seg.region,
-            offset: seg.offset + off,
+fn recv_into(fd: BorrowedFd<'_>, segs: &[Seg], at: u64, max: usize) -> io::Result<usize> {
+    let pieces: ArrayVec<RecvPiece<'_>, MAX_IOV> = seg_span(segs, at, max)
+        .map(|(i, off, len)| RecvPiece {
+            mem: &segs[i].region,
+            offset: segs[i].offset + off,
             len,
-        });
-        room -= len;
-        at = 0;
-    }
+        })
+        .collect();
     if pieces.is_empty() {
         return Ok(0);
     }
