@@ -1,8 +1,8 @@
 //! Value conversions between the C types and `dapl`'s, shared by the vtable functions.
 
-use dapl::{CloseFlags, LmrTriplet};
+use dapl::{CloseFlags, LmrTriplet, RmrTriplet};
 
-use crate::cptr::bad_arg;
+use crate::cptr::{bad_arg, In};
 use crate::ffi::*;
 
 /// A count for C, saturated at `DAT_COUNT`'s maximum.
@@ -36,4 +36,14 @@ pub(crate) fn lmr_triplet(t: &DAT_LMR_TRIPLET) -> LmrTriplet {
         virtual_address: t.virtual_address,
         segment_length: t.segment_length as u64,
     }
+}
+
+/// The remote buffer of an RDMA post (argument `arg`).
+pub(crate) fn rmr_triplet(arg: u32, t: &In<DAT_RMR_TRIPLET>) -> Result<RmrTriplet, DAT_RETURN> {
+    let t = t.get(arg)?;
+    Ok(RmrTriplet {
+        rmr_context: t.rmr_context,
+        virtual_address: t.virtual_address,
+        segment_length: t.segment_length as u64,
+    })
 }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use dapl::{EpAttr, RmrTriplet};
 
-use crate::conv::{close_flags, from_count, to_count, to_seg};
+use crate::conv::{close_flags, from_count, rmr_triplet, to_count, to_seg};
 use crate::cptr::{bad_arg, zeroed, In, Out};
 use crate::evd::timeout;
 use crate::ffi::*;
@@ -351,16 +351,6 @@ pub(crate) unsafe extern "C" fn ep_post_recv(
         let v = iov(3, &segs, n as i64)?;
         e.ep.post_recv(&v, context_bits(cookie), completion_flags(5, flags)?)
             .dat()
-    })
-}
-
-/// The remote buffer of an RDMA post (argument `arg`).
-pub(crate) fn rmr_triplet(arg: u32, t: &In<DAT_RMR_TRIPLET>) -> Result<RmrTriplet, DAT_RETURN> {
-    let t = t.get(arg)?;
-    Ok(RmrTriplet {
-        rmr_context: t.rmr_context,
-        virtual_address: t.virtual_address,
-        segment_length: t.segment_length as u64,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The DAT IB extension operations (called from the `va_list` shim in csrc/ext_shim.c).
 
+use crate::conv::rmr_triplet;
 use crate::cptr::In;
-use crate::ep::rmr_triplet;
 use crate::ffi::*;
 use crate::handle;
 use crate::mem::{completion_flags, iov};
