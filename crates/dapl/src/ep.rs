@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use crate::engine::memtable::{seg_span, LocalFault, RemoteFault, Seg};
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
 use crate::event::{
@@ -22,6 +21,7 @@ use crate::event::{
 };
 use crate::ia::{IaInner, InterfaceAdapter, MAX_IOV};
 use crate::link::{Connection, OutMsg, Payload, TxOutcome};
+use crate::mem::{seg_span, LocalFault, RemoteFault, Seg};
 use crate::pz::Pz;
 use crate::srq::Srq;
 use crate::types::{

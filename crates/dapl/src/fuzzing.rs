@@ -69,13 +69,13 @@ use iwarp::{crc, FpduDecoder, FpduEncoder, Segment};
 use rustix::event::epoll::EventFlags;
 use socket2::{Domain, Socket, Type};
 
-use crate::engine::memtable::EntryKind;
 use crate::ep::{Endpoint, EpAttr};
 use crate::evd::Evd;
 use crate::event::{AsyncKind, ConnectionEventKind, Event};
 use crate::ia::InterfaceAdapter;
 use crate::link::tcp::{FuzzProbe, TcpConn};
-use crate::memory::RegionMemory;
+use crate::mem::EntryKind;
+use crate::mem::RegionMemory;
 use crate::pz::Pz;
 use crate::srq::{Srq, SrqAttr};
 use crate::types::{

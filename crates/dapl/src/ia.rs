@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::cr::ConnectionRequest;
-use crate::engine::memtable::MemTable;
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::evd::{Cno, Evd, EvdInner};
 use crate::event::{AsyncEvent, Event};
 use crate::link::{self, Link};
 use crate::lmr::Lmr;
+use crate::mem::MemTable;
 use crate::pz::{Pz, PzInner};
 use crate::rmr::Rmr;
 use crate::sp::ServicePoint;

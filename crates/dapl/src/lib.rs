@@ -57,7 +57,7 @@ pub mod fuzzing;
 pub mod ia;
 mod link;
 pub mod lmr;
-mod memory;
+mod mem;
 pub mod pz;
 pub mod rmr;
 pub mod sp;

@@ -9,9 +9,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
-use crate::engine::memtable::EntryKind;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
-use crate::memory::RegionMemory;
+use crate::mem::EntryKind;
+use crate::mem::RegionMemory;
 use crate::pz::Pz;
 use crate::types::{LmrContext, LmrTriplet, MemPriv, RmrContext, RmrTriplet, VAddr};
 

@@ -4,11 +4,11 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::engine::memtable::EntryKind;
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{Event, RmrBindCompletion};
 use crate::lmr::Lmr;
+use crate::mem::EntryKind;
 use crate::pz::Pz;
 use crate::types::{
     CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, RmrContext, RmrTriplet,

@@ -1,4 +1,2 @@
-//! The software RNIC engine's shared parts. The queue-pair logic lives with the endpoint
-//! ([`crate::ep`]); this module holds the memory table every remote access goes through.
-
-pub(crate) mod memtable;
+//! The software RNIC engine. The queue-pair logic still lives with the endpoint
+//! ([`crate::ep`]); the memory table is in [`crate::mem`].

@@ -12,8 +12,8 @@ pub(crate) mod tcp;
 use std::sync::Arc;
 
 use crate::cr::CrArrivalInfo;
-use crate::engine::memtable::Seg;
 use crate::ep::EpInner;
+use crate::mem::Seg;
 use crate::sp::SpInner;
 use crate::types::{ConnQual, DtoStatus, IaAddress};
 

@@ -33,12 +33,12 @@ use socket2::{Domain, Socket, Type};
 
 use super::{lock, Shared, LINGER, REQUEST_TIMEOUT, RNR_GRACE};
 use crate::cr::CrArrivalInfo;
-use crate::engine::memtable::{seg_span, RemoteFault, Seg};
 use crate::ep::{place_at, EpInner, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::event::ConnectionEventKind;
 use crate::ia::MAX_IOV;
 use crate::link::{Connection, OutMsg, Payload, PendingRequest, TxOutcome};
-use crate::memory::{recv_scatter, send_gather, IoPiece, RecvPiece, MAX_GATHER};
+use crate::mem::region::{recv_scatter, send_gather, IoPiece, RecvPiece, MAX_GATHER};
+use crate::mem::{seg_span, RemoteFault, Seg};
 use crate::sp::{ServicePoint, SpInner};
 use crate::types::{DtoStatus, EpState, IaAddress};
 

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::memory::RegionMemory;
+use crate::mem::RegionMemory;
 use crate::types::MemPriv;
 
 /// One resolved piece of registered memory: where bytes go or come from.
