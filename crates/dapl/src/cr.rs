@@ -4,23 +4,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub use crate::engine::port::CrArrivalInfo;
+use crate::engine::port::PendingRequest;
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::ConnectionEventKind;
-use crate::link::PendingRequest;
 use crate::sp::{ServicePoint, SpKind};
-use crate::types::{ConnQual, EpState, IaAddress};
-
-/// What a connection request says about the requester.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CrArrivalInfo {
-    /// The requester's IA address.
-    pub remote_addr: IaAddress,
-    /// The requester's port qualifier.
-    pub remote_port_qual: ConnQual,
-    /// The requester's private data.
-    pub private_data: Vec<u8>,
-}
+use crate::types::EpState;
 
 pub(crate) struct CrInner {
     pub(crate) id: u64,
@@ -176,13 +166,13 @@ impl ConnectionRequest {
         if reserved_here {
             let _ = ep.0.set_reserved(None);
         }
-        let attempt = ep.0.begin_attempt(
+        let attempt = ep.0.qp.begin_attempt(
             EpState::PassiveConnectionPending,
             Some(self.0.info.remote_addr),
             Some(self.0.sp.0.qual),
         );
-        if !pending.accept(&ep.0, private_data) {
-            ep.0.attempt_failed(
+        if !pending.accept(&ep.0.qp, private_data) {
+            ep.0.qp.attempt_failed(
                 attempt,
                 ConnectionEventKind::AcceptCompletionError,
                 Vec::new(),
@@ -211,20 +201,10 @@ impl ConnectionRequest {
         let pending = self.take(OP)?;
         self.consume();
         if let SpKind::Rsp(ep) = &self.0.sp.0.kind {
-            let mut c = ep.0.lock();
-            if c_state_is_tentative(&c) {
-                set_reserved_state(&mut c);
-            }
+            ep.0.qp
+                .transition(EpState::TentativeConnectionPending, EpState::Reserved);
         }
         pending.reject(private_data);
         Ok(())
     }
-}
-
-fn c_state_is_tentative(c: &crate::ep::EpCore) -> bool {
-    c.state_now() == EpState::TentativeConnectionPending
-}
-
-fn set_reserved_state(c: &mut crate::ep::EpCore) {
-    c.set_state(EpState::Reserved);
 }

@@ -21,10 +21,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use crate::engine::port::Progress;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
 use crate::ia::IaInner;
-use crate::link::Link;
 use crate::types::EvdFlags;
 
 /// How long `Evd::wait` polls the link before it sleeps (a loopback round trip is 10-30 us).
@@ -46,8 +46,8 @@ pub(crate) struct EvdState {
 pub(crate) struct EvdInner {
     pub(crate) id: u64,
     pub(crate) ia: Weak<IaInner>,
-    /// The IA's link, for progress in the consumer's thread (`dequeue`, `wait`).
-    link: Arc<dyn Link>,
+    /// The IA's progress in the consumer's thread (`dequeue`, `wait`).
+    progress: Arc<dyn Progress>,
     pub(crate) flags: EvdFlags,
     pub(crate) is_async: bool,
     state: Mutex<EvdState>,
@@ -57,7 +57,7 @@ pub(crate) struct EvdInner {
     pub(crate) users: AtomicU32,
     pub(crate) freed: AtomicBool,
     /// The receive EVD of some endpoint: a consumer that finds it empty waits for inbound
-    /// data, and its polls hand that data in themselves (`Link::poll`).
+    /// data, and its polls hand that data in themselves (`Progress::poll`).
     pub(crate) receives: AtomicBool,
 }
 
@@ -86,7 +86,7 @@ impl EvdInner {
     pub(crate) fn new(
         id: u64,
         ia: Weak<IaInner>,
-        link: Arc<dyn Link>,
+        progress: Arc<dyn Progress>,
         qlen: usize,
         flags: EvdFlags,
         cno: Option<Cno>,
@@ -95,7 +95,7 @@ impl EvdInner {
         Arc::new(EvdInner {
             id,
             ia,
-            link,
+            progress,
             flags,
             is_async,
             state: Mutex::new(EvdState {
@@ -116,9 +116,9 @@ impl EvdInner {
         })
     }
 
-    /// `Link::poll` of the EVD's IA: true if it handled something.
-    fn poll_link(&self) -> bool {
-        self.link.poll(self.receives.load(Ordering::Relaxed))
+    /// `Progress::poll` of the EVD's IA: true if it handled something.
+    fn poll_progress(&self) -> bool {
+        self.progress.poll(self.receives.load(Ordering::Relaxed))
     }
 
     fn lock(&self) -> MutexGuard<'_, EvdState> {
@@ -229,7 +229,7 @@ impl Evd {
     /// (`dat_evd_dequeue`; `None` is the cheap form of `DAT_QUEUE_EMPTY`).
     ///
     /// On an empty EVD it first lets the IA's link handle, in this thread, what has already
-    /// arrived (`Link::poll`), so a consumer that busy-polls sees a completion without waiting
+    /// arrived (`Progress::poll`), so a consumer that busy-polls sees a completion without waiting
     /// for the link's progress thread to run.
     pub fn dequeue(&self) -> Result<Option<Event>> {
         self.check("evd_dequeue")?;
@@ -239,7 +239,7 @@ impl Evd {
                 return Ok(Some(ev));
             }
         }
-        if self.0.poll_link() {
+        if self.0.poll_progress() {
             let mut s = self.0.lock();
             return Ok(self.0.pop(&mut s));
         }
@@ -309,7 +309,7 @@ impl Evd {
                 // thread takes them back now (outside the EVD lock; then look again).
                 s.waiters += 1; // still this thread's wait
                 drop(s);
-                self.0.link.stop_polling();
+                self.0.progress.idle();
                 s = self.0.lock();
                 s.waiters -= 1;
                 continue;
@@ -329,7 +329,7 @@ impl Evd {
                 drop(s);
                 let until = Instant::now() + WAIT_SPIN.min(wait_for);
                 s = loop {
-                    let progressed = self.0.poll_link();
+                    let progressed = self.0.poll_progress();
                     let g = self.0.lock();
                     if (g.queue.len() >= threshold && g.signalled > 0)
                         || !g.waitable
@@ -610,7 +610,7 @@ impl Cno {
                 // (outside the `triggered` lock; then look again).
                 drop(t);
                 if let Some(ia) = self.0.ia.upgrade() {
-                    ia.link.stop_polling();
+                    ia.progress.idle();
                 }
                 t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());
                 continue;

@@ -4,6 +4,7 @@ use crate::cr::ConnectionRequest;
 use crate::ep::Endpoint;
 use crate::rmr::Rmr;
 use crate::sp::ServicePoint;
+pub use crate::types::ConnectionEventKind;
 use crate::types::{ConnQual, Cookie, DtoOp, DtoStatus};
 
 /// `DAT_EVENT_NUMBER` values.
@@ -42,6 +43,22 @@ pub mod number {
     pub const ASYNC_PROVIDER_INTERNAL_ERROR: u32 = 0x08005;
     /// `DAT_SOFTWARE_EVENT`
     pub const SOFTWARE: u32 = 0x10001;
+}
+
+impl ConnectionEventKind {
+    /// The DAT event number.
+    pub fn number(self) -> u32 {
+        match self {
+            Self::Established => number::ESTABLISHED,
+            Self::PeerRejected => number::PEER_REJECTED,
+            Self::NonPeerRejected => number::NON_PEER_REJECTED,
+            Self::AcceptCompletionError => number::ACCEPT_COMPLETION_ERROR,
+            Self::Disconnected => number::DISCONNECTED,
+            Self::Broken => number::BROKEN,
+            Self::TimedOut => number::TIMED_OUT,
+            Self::Unreachable => number::UNREACHABLE,
+        }
+    }
 }
 
 /// `DAT_DTO_COMPLETION_EVENT_DATA`.
@@ -83,43 +100,6 @@ pub struct CrArrival {
     pub conn_qual: ConnQual,
     /// The request, to query, accept or reject.
     pub cr: ConnectionRequest,
-}
-
-/// Kinds of connection events (`DAT_CONNECTION_EVENT_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectionEventKind {
-    /// The connection is up; data may move.
-    Established,
-    /// The peer's consumer rejected the request.
-    PeerRejected,
-    /// Nobody listened, or the provider rejected the request.
-    NonPeerRejected,
-    /// `cr_accept` could not complete (the requester went away).
-    AcceptCompletionError,
-    /// The connection ended (once per connection per endpoint).
-    Disconnected,
-    /// The connection broke (protocol error, Terminate, lost transport).
-    Broken,
-    /// `connect` timed out.
-    TimedOut,
-    /// The remote address cannot be reached.
-    Unreachable,
-}
-
-impl ConnectionEventKind {
-    /// The DAT event number.
-    pub fn number(self) -> u32 {
-        match self {
-            Self::Established => number::ESTABLISHED,
-            Self::PeerRejected => number::PEER_REJECTED,
-            Self::NonPeerRejected => number::NON_PEER_REJECTED,
-            Self::AcceptCompletionError => number::ACCEPT_COMPLETION_ERROR,
-            Self::Disconnected => number::DISCONNECTED,
-            Self::Broken => number::BROKEN,
-            Self::TimedOut => number::TIMED_OUT,
-            Self::Unreachable => number::UNREACHABLE,
-        }
-    }
 }
 
 /// `DAT_CONNECTION_EVENT_DATA`.

@@ -625,7 +625,7 @@ impl<'h> Run<'h> {
         let hold = control & 0x08 != 0;
         let ird = IRD_TABLE[usize::from(setup & 3)];
         let ord = ORD_TABLE[usize::from((setup >> 2) & 3)];
-        let conn = TcpConn::fuzz_established(a, crc, hold, &ep.0);
+        let conn = TcpConn::fuzz_established(a, crc, hold, &ep.0.qp);
         // What the link does once MPA is through: the endpoint takes the connection.
         let state = if hold {
             EpState::PassiveConnectionPending
@@ -633,10 +633,11 @@ impl<'h> Run<'h> {
             EpState::ActiveConnectionPending
         };
         let remote = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let attempt = ep.0.begin_attempt(state, Some(remote), Some(1));
-        let as_dyn: Arc<dyn crate::link::Connection> = conn.clone();
-        assert!(ep.0.established(attempt, as_dyn, ird, ord, remote));
-        ep.0.report_established(Vec::new());
+        let qp = &ep.0.qp;
+        let attempt = qp.begin_attempt(state, Some(remote), Some(1));
+        let as_dyn: Arc<dyn crate::engine::port::Connection> = conn.clone();
+        assert!(qp.established(attempt, as_dyn, ird, ord, remote));
+        qp.report_established(Vec::new());
         Run {
             h,
             crc,

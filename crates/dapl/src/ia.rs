@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::cr::ConnectionRequest;
+use crate::engine::port::{Link, LinkCaps, Progress};
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::evd::{Cno, Evd, EvdInner};
 use crate::event::{AsyncEvent, Event};
-use crate::link::{self, Link};
+use crate::link;
 use crate::lmr::Lmr;
 use crate::mem::MemTable;
 use crate::pz::{Pz, PzInner};
@@ -61,11 +62,10 @@ pub struct IaAttr {
     pub max_private_data_size: usize,
 }
 
-/// Most segments one DTO may name (`max_iov_segments_per_dto`).
-pub const MAX_IOV: usize = 16;
+pub use crate::types::MAX_IOV;
 
 impl IaAttr {
-    fn defaults(name: &str, addr: IaAddress) -> Self {
+    fn defaults(name: &str, addr: IaAddress, caps: &LinkCaps) -> Self {
         IaAttr {
             adapter_name: name.to_string(),
             vendor_name: "dapl-rs",
@@ -75,7 +75,7 @@ impl IaAttr {
             max_rdma_read_per_ep: 128,
             max_evds: 16_384,
             max_evd_qlen: 1 << 20,
-            max_iov_segments_per_dto: MAX_IOV,
+            max_iov_segments_per_dto: caps.max_iov,
             max_lmrs: 1 << 20,
             max_lmr_block_size: 1 << 40,
             max_pzs: 4096,
@@ -84,7 +84,7 @@ impl IaAttr {
             max_rmrs: 1 << 20,
             max_srqs: 4096,
             max_recv_per_srq: 1 << 16,
-            max_private_data_size: 252,
+            max_private_data_size: caps.max_private_data,
         }
     }
 }
@@ -104,6 +104,8 @@ pub struct ProviderAttr {
     pub srq_watermarks_supported: bool,
     /// Which link this IA runs over ("loopback", ...).
     pub link: &'static str,
+    /// What differs on that link (decide by these, never by the name).
+    pub link_caps: LinkCaps,
 }
 
 #[derive(Default)]
@@ -138,13 +140,24 @@ pub(crate) struct IaInner {
     pub(crate) id: u64,
     pub(crate) attr: IaAttr,
     pub(crate) link: Arc<dyn Link>,
-    pub(crate) memtable: MemTable,
+    /// Progress in the consumer's thread (the link's, or nothing to do).
+    pub(crate) progress: Arc<dyn Progress>,
+    pub(crate) memtable: Arc<MemTable>,
+    /// The tcp link itself, for tests of its hand-off hooks.
+    #[cfg_attr(not(test), allow(dead_code))]
+    tcp: Option<Arc<link::tcp::TcpLink>>,
     pub(crate) closed: AtomicBool,
     objects: Mutex<Objects>,
     async_evd: Mutex<Option<Evd>>,
 }
 
 impl IaInner {
+    /// Tests: the IA's tcp link.
+    #[cfg(test)]
+    pub(crate) fn tcp_link(&self) -> &link::tcp::TcpLink {
+        self.tcp.as_deref().expect("a tcp IA")
+    }
+
     pub(crate) fn objects(&self) -> MutexGuard<'_, Objects> {
         self.objects.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -199,10 +212,13 @@ impl std::fmt::Debug for InterfaceAdapter {
     }
 }
 
+/// A link and its progress (often the same object).
+type LinkPair = (Arc<dyn Link>, Arc<dyn Progress>);
+
 static NEXT_IA: AtomicU64 = AtomicU64::new(1);
 static NEXT_OBJECT: AtomicU64 = AtomicU64::new(1);
 
-fn tcp_link(name: &str, rest: &str) -> Result<(Arc<dyn Link>, IaAddress)> {
+fn tcp_link(name: &str, rest: &str) -> Result<(Arc<link::tcp::TcpLink>, IaAddress)> {
     let obj = Object::new("ia", 0);
     let Some((ip, opts)) = link::tcp::parse_name(rest) else {
         return err(
@@ -241,7 +257,8 @@ impl InterfaceAdapter {
     pub fn open(name: &str, async_evd_qlen: usize) -> Result<(InterfaceAdapter, Evd)> {
         const OP: &str = "ia_open";
         let obj = Object::new("ia", 0);
-        let (link, addr): (Arc<dyn Link>, IaAddress) = match name.split_once(':') {
+        let mut tcp = None;
+        let ((link, progress), addr): (LinkPair, IaAddress) = match name.split_once(':') {
             None if name == "loopback" => (
                 link::loopback::link(),
                 SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
@@ -258,8 +275,16 @@ impl InterfaceAdapter {
                 })?;
                 (link::loopback::link(), SocketAddr::new(IpAddr::V4(ip), 0))
             }
-            None if name == "tcp" => tcp_link(name, "127.0.0.1")?,
-            Some(("tcp", rest)) => tcp_link(name, rest)?,
+            None if name == "tcp" => {
+                let (l, addr) = tcp_link(name, "127.0.0.1")?;
+                tcp = Some(l.clone());
+                ((l.clone(), l), addr)
+            }
+            Some(("tcp", rest)) => {
+                let (l, addr) = tcp_link(name, rest)?;
+                tcp = Some(l.clone());
+                ((l.clone(), l), addr)
+            }
             _ => {
                 return err(
                     ErrorType::ProviderNotFound,
@@ -273,7 +298,7 @@ impl InterfaceAdapter {
                 )
             }
         };
-        let attr = IaAttr::defaults(name, addr);
+        let attr = IaAttr::defaults(name, addr, &link.caps());
         if async_evd_qlen == 0 || async_evd_qlen > attr.max_evd_qlen {
             return err(
                 ErrorType::InvalidParameter,
@@ -290,7 +315,9 @@ impl InterfaceAdapter {
             id: NEXT_IA.fetch_add(1, Ordering::Relaxed),
             attr,
             link,
-            memtable: MemTable::default(),
+            progress,
+            memtable: Arc::new(MemTable::default()),
+            tcp,
             closed: AtomicBool::new(false),
             objects: Mutex::new(Objects::default()),
             async_evd: Mutex::new(None),
@@ -298,7 +325,7 @@ impl InterfaceAdapter {
         let evd = Evd(EvdInner::new(
             inner.next_id(),
             Arc::downgrade(&inner),
-            inner.link.clone(),
+            inner.progress.clone(),
             async_evd_qlen,
             EvdFlags::ASYNC,
             None,
@@ -330,6 +357,7 @@ impl InterfaceAdapter {
             srq_supported: true,
             srq_watermarks_supported: true,
             link: self.0.link.name(),
+            link_caps: self.0.link.caps(),
         })
     }
 
@@ -410,7 +438,7 @@ impl InterfaceAdapter {
         let evd = Evd(EvdInner::new(
             self.0.next_id(),
             Arc::downgrade(&self.0),
-            self.0.link.clone(),
+            self.0.progress.clone(),
             qlen,
             flags,
             cno.cloned(),
@@ -470,7 +498,7 @@ impl InterfaceAdapter {
         }
         let eps: Vec<Endpoint> = self.0.objects().eps.values().cloned().collect();
         for ep in &eps {
-            ep.0.abort_for_close();
+            ep.0.qp.abort_for_close();
         }
         for ep in eps {
             ep.0.release();

@@ -82,6 +82,9 @@ pub use srq::{Srq, SrqAttr, SrqParam};
 pub use types::*;
 
 #[cfg(test)]
+mod tests;
+
+#[cfg(test)]
 mod handle_traits {
     use super::*;
 

@@ -3,15 +3,15 @@
 //! [`ConnectionRequest`] announced by a CR arrival event on the service point's EVD.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::cr::{ConnectionRequest, CrInner};
+use crate::engine::port::{Listener, PendingRequest};
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
 use crate::event::{CrArrival, Event};
 use crate::ia::{IaInner, InterfaceAdapter};
-use crate::link::PendingRequest;
 use crate::types::{ConnQual, EpState, EvdFlags};
 
 /// `DAT_PSP_FLAGS`.
@@ -99,7 +99,8 @@ impl InterfaceAdapter {
             kind,
             freed: AtomicBool::new(false),
         }));
-        if !ia.link.listen(ia.attr.ia_address, qual, &sp.0) {
+        let listener: Weak<dyn Listener> = Arc::downgrade(&sp.0) as Weak<dyn Listener>;
+        if !ia.link.listen(ia.attr.ia_address, qual, listener) {
             return err(
                 ErrorType::ConnQualInUse,
                 Subtype::NoSubtype,
@@ -246,7 +247,7 @@ impl ServicePoint {
         if let SpKind::Rsp(ep) = &self.0.kind {
             let mut c_ok = false;
             if ep.0.state() == EpState::Reserved {
-                ep.0.begin_attempt(
+                ep.0.qp.begin_attempt(
                     EpState::TentativeConnectionPending,
                     Some(pending.info().remote_addr),
                     Some(self.0.qual),
@@ -269,5 +270,15 @@ impl ServicePoint {
             }),
             true,
         );
+    }
+}
+
+impl Listener for SpInner {
+    fn is_open(&self) -> bool {
+        !self.freed.load(Ordering::Acquire)
+    }
+
+    fn request_arrived(self: Arc<Self>, req: Box<dyn PendingRequest>) {
+        ServicePoint(self).request_arrived(req);
     }
 }

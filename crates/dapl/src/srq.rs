@@ -1,17 +1,18 @@
 //! Shared Receive Queues (`DAT_SRQ`): receive buffers any endpoint on the SRQ may take.
 //!
-//! Only endpoints in CONNECTED or DISCONNECT_PENDING take buffers (the engine only delivers
-//! Sends to those). A taken buffer completes on the recv EVD of the endpoint that took it,
-//! signalled according to that endpoint's recv completion flags. When the posted count falls
-//! below the low watermark, one asynchronous event (`AsyncKind::SrqLowWatermark`) is raised;
-//! `set_lw` arms it again.
+//! The queue itself is the engine's ([`SharedRq`]): only endpoints in CONNECTED or
+//! DISCONNECT_PENDING take buffers. A taken buffer completes on the recv EVD of the endpoint
+//! that took it, signalled according to that endpoint's recv completion flags. When the posted
+//! count falls below the low watermark, one asynchronous event (`AsyncKind::SrqLowWatermark`)
+//! is raised; `set_lw` arms it again.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 
-use crate::ep::{EpInner, RecvWr};
-use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::engine::qp::RecvWr;
+use crate::engine::srq::{SharedRq, SrqUpcalls};
+use crate::ep::EpInner;
+use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject};
 use crate::ia::{InterfaceAdapter, MAX_IOV};
 use crate::pz::Pz;
@@ -51,18 +52,14 @@ pub struct SrqParam {
     pub pz_id: u64,
 }
 
-pub(crate) struct SrqCore {
-    queue: VecDeque<RecvWr>,
-    attr: SrqAttr,
-    lw_armed: bool,
-    eps: Vec<(u64, Weak<EpInner>)>,
-}
-
 pub(crate) struct SrqInner {
     pub(crate) id: u64,
     pub(crate) pz: Pz,
-    core: Mutex<SrqCore>,
+    /// The engine's queue.
+    pub(crate) rq: Arc<SharedRq>,
+    max_recv_iov: usize,
     pub(crate) freed: AtomicBool,
+    me: Weak<SrqInner>,
 }
 
 /// A Shared Receive Queue (`DAT_SRQ_HANDLE`).
@@ -103,16 +100,20 @@ impl InterfaceAdapter {
                 "too many SRQs",
             );
         }
-        let srq = Srq(Arc::new(SrqInner {
-            id: self.0.next_id(),
-            pz: pz.clone(),
-            core: Mutex::new(SrqCore {
-                queue: VecDeque::with_capacity(attr.max_recv_dtos),
-                attr: *attr,
-                lw_armed: attr.low_watermark.is_some(),
-                eps: Vec::new(),
-            }),
-            freed: AtomicBool::new(false),
+        let srq = Srq(Arc::new_cyclic(|me: &Weak<SrqInner>| {
+            let upcalls: Weak<dyn SrqUpcalls> = me.clone();
+            SrqInner {
+                id: self.0.next_id(),
+                pz: pz.clone(),
+                rq: Arc::new(SharedRq::new(
+                    attr.max_recv_dtos,
+                    attr.low_watermark,
+                    upcalls,
+                )),
+                max_recv_iov: attr.max_recv_iov,
+                freed: AtomicBool::new(false),
+                me: me.clone(),
+            }
         }));
         pz.0.users.fetch_add(1, Ordering::AcqRel);
         o.srqs.insert(srq.0.id, srq.clone());
@@ -121,17 +122,25 @@ impl InterfaceAdapter {
 }
 
 impl SrqInner {
-    fn lock(&self) -> MutexGuard<'_, SrqCore> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn release(&self) {
         if self.freed.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.lock().queue.clear();
+        self.rq.clear();
         self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
         self.pz.0.ia.objects().srqs.remove(&self.id);
+    }
+}
+
+impl SrqUpcalls for SrqInner {
+    fn low_watermark(&self) {
+        if let Some(me) = self.me.upgrade() {
+            self.pz.0.ia.post_async(AsyncEvent {
+                kind: AsyncKind::SrqLowWatermark,
+                subject: AsyncSubject::Srq(Srq(me)),
+                reason: 2,
+            });
+        }
     }
 }
 
@@ -153,38 +162,6 @@ impl Srq {
         Ok(())
     }
 
-    pub(crate) fn attach(&self, ep: &Arc<EpInner>) {
-        self.0.lock().eps.push((ep.id, Arc::downgrade(ep)));
-    }
-
-    pub(crate) fn detach(&self, ep_id: u64) {
-        self.0.lock().eps.retain(|(id, _)| *id != ep_id);
-    }
-
-    /// Takes the oldest posted receive for an endpoint's inbound Send.
-    pub(crate) fn take(&self) -> Option<RecvWr> {
-        let (wr, low) = {
-            let mut c = self.0.lock();
-            let wr = c.queue.pop_front()?;
-            let low = match c.attr.low_watermark {
-                Some(lw) if c.lw_armed && c.queue.len() < lw => {
-                    c.lw_armed = false;
-                    true
-                }
-                _ => false,
-            };
-            (wr, low)
-        };
-        if low {
-            self.0.pz.0.ia.post_async(AsyncEvent {
-                kind: AsyncKind::SrqLowWatermark,
-                subject: AsyncSubject::Srq(self.clone()),
-                reason: 2,
-            });
-        }
-        Some(wr)
-    }
-
     /// The SRQ's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
@@ -196,7 +173,7 @@ impl Srq {
         const OP: &str = "srq_post_recv";
         self.check(OP)?;
         let ia = &self.0.pz.0.ia;
-        let max_iov = self.0.lock().attr.max_recv_iov;
+        let max_iov = self.0.max_recv_iov;
         let r = EpInner::resolve_iov(
             ia,
             self.0.pz.0.id,
@@ -212,41 +189,29 @@ impl Srq {
             segs: r.segs,
             total: r.total,
         };
-        let waiting: Vec<Weak<EpInner>> = {
-            let mut c = self.0.lock();
-            if c.queue.len() >= c.attr.max_recv_dtos {
-                return err(
-                    ErrorType::InsufficientResources,
-                    Subtype::ResourceSrq,
-                    OP,
-                    self.object(),
-                    format!("the SRQ holds its maximum of {}", c.attr.max_recv_dtos),
-                );
-            }
-            c.queue.push_back(wr);
-            if c.queue.len() == 1 {
-                c.eps.iter().map(|(_, w)| w.clone()).collect()
-            } else {
-                Vec::new()
-            }
-        };
-        // The queue was empty: endpoints whose peers wait for a buffer may go on.
-        for ep in waiting.iter().filter_map(Weak::upgrade) {
-            if let Some(conn) = ep.take_peer_waiting() {
-                conn.wake_peer();
-            }
-        }
-        Ok(())
+        self.0.rq.post(wr).map_err(|max| {
+            DatError::new(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceSrq,
+                OP,
+                self.object(),
+                format!("the SRQ holds its maximum of {max}"),
+            )
+        })
     }
 
     /// `dat_srq_query`.
     pub fn query(&self) -> Result<SrqParam> {
         self.check("srq_query")?;
-        let c = self.0.lock();
+        let rq = &self.0.rq;
         Ok(SrqParam {
-            attr: c.attr,
-            available_dto_count: c.queue.len(),
-            ep_count: c.eps.len(),
+            attr: SrqAttr {
+                max_recv_dtos: rq.max(),
+                max_recv_iov: self.0.max_recv_iov,
+                low_watermark: rq.low_watermark(),
+            },
+            available_dto_count: rq.len(),
+            ep_count: rq.qp_count(),
             pz_id: self.0.pz.0.id,
         })
     }
@@ -265,23 +230,15 @@ impl Srq {
                 format!("depth must be in 1..={max}"),
             );
         }
-        let mut c = self.0.lock();
-        if c.queue.len() > max_recv_dtos {
-            return err(
+        self.0.rq.resize(max_recv_dtos).map_err(|posted| {
+            DatError::new(
                 ErrorType::InvalidState,
                 Subtype::NoSubtype,
                 OP,
                 self.object(),
-                format!(
-                    "{} receives are posted, more than {max_recv_dtos}",
-                    c.queue.len()
-                ),
-            );
-        }
-        c.attr.max_recv_dtos = max_recv_dtos;
-        let extra = max_recv_dtos.saturating_sub(c.queue.capacity());
-        c.queue.reserve(extra);
-        Ok(())
+                format!("{posted} receives are posted, more than {max_recv_dtos}"),
+            )
+        })
     }
 
     /// Sets the low watermark and arms its event (`dat_srq_set_lw`); `None` disables it. If
@@ -289,25 +246,7 @@ impl Srq {
     pub fn set_lw(&self, lw: Option<usize>) -> Result<()> {
         const OP: &str = "srq_set_lw";
         self.check(OP)?;
-        let fire = {
-            let mut c = self.0.lock();
-            c.attr.low_watermark = lw;
-            c.lw_armed = lw.is_some();
-            match lw {
-                Some(l) if c.queue.len() < l => {
-                    c.lw_armed = false;
-                    true
-                }
-                _ => false,
-            }
-        };
-        if fire {
-            self.0.pz.0.ia.post_async(AsyncEvent {
-                kind: AsyncKind::SrqLowWatermark,
-                subject: AsyncSubject::Srq(self.clone()),
-                reason: 2,
-            });
-        }
+        self.0.rq.set_low_watermark(lw);
         Ok(())
     }
 
@@ -315,7 +254,7 @@ impl Srq {
     pub fn free(&self) -> Result<()> {
         const OP: &str = "srq_free";
         self.check(OP)?;
-        let n = self.0.lock().eps.len();
+        let n = self.0.rq.qp_count();
         if n > 0 {
             return err(
                 ErrorType::InvalidState,

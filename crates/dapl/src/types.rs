@@ -210,3 +210,70 @@ impl RmrTriplet {
 
 /// `DAT_IA_ADDRESS_PTR` in Rust: IPv4/IPv6 socket address of an IA or a peer.
 pub type IaAddress = std::net::SocketAddr;
+
+/// Kinds of connection events (`DAT_CONNECTION_EVENT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionEventKind {
+    /// The connection is up; data may move.
+    Established,
+    /// The peer's consumer rejected the request.
+    PeerRejected,
+    /// Nobody listened, or the provider rejected the request.
+    NonPeerRejected,
+    /// `cr_accept` could not complete (the requester went away).
+    AcceptCompletionError,
+    /// The connection ended (once per connection per endpoint).
+    Disconnected,
+    /// The connection broke (protocol error, Terminate, lost transport).
+    Broken,
+    /// `connect` timed out.
+    TimedOut,
+    /// The remote address cannot be reached.
+    Unreachable,
+}
+
+/// The most segments one work request (or SRQ receive) may name.
+pub const MAX_IOV: usize = 16;
+
+/// `DAT_EP_ATTR`: the per-endpoint limits and completion behaviour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpAttr {
+    /// Largest send.
+    pub max_message_size: u64,
+    /// Largest RDMA read or write.
+    pub max_rdma_size: u64,
+    /// How receives complete: DEFAULT (0), UNSIGNALLED (posts may ask for no notification),
+    /// SOLICITED_WAIT (receives notify only for solicited sends) or EVD_THRESHOLD.
+    pub recv_completion_flags: CompletionFlags,
+    /// How requests complete: DEFAULT, UNSIGNALLED or EVD_THRESHOLD.
+    pub request_completion_flags: CompletionFlags,
+    /// Receive queue depth.
+    pub max_recv_dtos: usize,
+    /// Request (send/write/read) queue depth.
+    pub max_request_dtos: usize,
+    /// Most segments in a receive's iov.
+    pub max_recv_iov: usize,
+    /// Most segments in a request's iov.
+    pub max_request_iov: usize,
+    /// Most inbound RDMA reads queued (IRD offered).
+    pub max_rdma_read_in: usize,
+    /// Most outbound RDMA reads in flight (ORD wanted).
+    pub max_rdma_read_out: usize,
+}
+
+impl Default for EpAttr {
+    fn default() -> Self {
+        EpAttr {
+            max_message_size: 1 << 31,
+            max_rdma_size: 1 << 31,
+            recv_completion_flags: CompletionFlags::EVD_THRESHOLD,
+            request_completion_flags: CompletionFlags::EVD_THRESHOLD,
+            max_recv_dtos: 64,
+            max_request_dtos: 64,
+            max_recv_iov: MAX_IOV,
+            max_request_iov: MAX_IOV,
+            max_rdma_read_in: 8,
+            max_rdma_read_out: 8,
+        }
+    }
+}

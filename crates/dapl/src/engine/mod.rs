@@ -1,2 +1,8 @@
-//! The software RNIC engine. The queue-pair logic still lives with the endpoint
-//! ([`crate::ep`]); the memory table is in [`crate::mem`].
+//! The software RNIC: queue pairs ([`qp`]), shared receive queues ([`srq`]) and the port links
+//! plug into ([`port`]). It knows nothing of the DAT objects (endpoints, EVDs, the IA) or of
+//! `DatError`: it reports through upcall traits the DAT layer implements. Memory and its table
+//! are in [`crate::mem`].
+
+pub(crate) mod port;
+pub(crate) mod qp;
+pub(crate) mod srq;

@@ -11,15 +11,15 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use crate::cr::CrArrivalInfo;
-use crate::ep::{EpInner, RxReadFault, RxResponse, RxSend, RxWriteFault, RxWriteImmed};
-use crate::event::ConnectionEventKind;
-use crate::link::{Connection, Link, OutMsg, PendingRequest, TxOutcome};
-use crate::sp::{ServicePoint, SpInner};
-use crate::types::{ConnQual, DtoStatus, EpState, IaAddress};
+use crate::engine::port::{
+    Connection, CrArrivalInfo, Link, LinkCaps, Listener, OutMsg, PendingRequest, Progress,
+    TxOutcome,
+};
+use crate::engine::qp::{Qp, RxReadFault, RxResponse, RxSend, RxWriteFault, RxWriteImmed};
+use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, EpState, IaAddress, MAX_IOV};
 
 pub(crate) struct Loopback {
-    listeners: Mutex<HashMap<(IpAddr, ConnQual), Weak<SpInner>>>,
+    listeners: Mutex<HashMap<(IpAddr, ConnQual), Weak<dyn Listener>>>,
     /// Serializes accepts, so the two halves of a connection come up together.
     cm: Mutex<()>,
     next_conn: AtomicU64,
@@ -37,26 +37,38 @@ fn instance() -> Arc<Loopback> {
     .clone()
 }
 
-/// The process's loopback link.
-pub(crate) fn link() -> Arc<dyn Link> {
-    instance()
+/// The process's loopback link, and its progress (none: every message is delivered inline).
+pub(crate) fn link() -> (Arc<dyn Link>, Arc<dyn Progress>) {
+    let l = instance();
+    (l.clone(), l)
 }
+
+impl Progress for Loopback {}
 
 impl Link for Loopback {
     fn name(&self) -> &'static str {
         "loopback"
     }
 
-    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: &Arc<SpInner>) -> bool {
+    fn caps(&self) -> LinkCaps {
+        LinkCaps {
+            completes_at_peer: true,
+            rnr_waits_forever: true,
+            max_iov: MAX_IOV,
+            max_private_data: crate::engine::port::MAX_PRIVATE_DATA,
+        }
+    }
+
+    fn listen(&self, addr: IaAddress, qual: ConnQual, listener: Weak<dyn Listener>) -> bool {
         let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
         let key = (addr.ip(), qual);
         if l.get(&key)
             .and_then(Weak::upgrade)
-            .is_some_and(|s| !s.freed.load(Ordering::Acquire))
+            .is_some_and(|s| s.is_open())
         {
             return false;
         }
-        l.insert(key, Arc::downgrade(sp));
+        l.insert(key, listener);
         true
     }
 
@@ -65,22 +77,22 @@ impl Link for Loopback {
         l.remove(&(addr.ip(), qual));
     }
 
-    fn connect(&self, ep: &Arc<EpInner>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+    fn connect(&self, ep: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
         let attempt = ep.current_attempt();
         let sp = {
             let l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
             l.get(&(remote.ip(), qual)).and_then(Weak::upgrade)
         };
-        let Some(sp) = sp.filter(|s| !s.freed.load(Ordering::Acquire)) else {
+        let Some(sp) = sp.filter(|s| s.is_open()) else {
             ep.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
             return;
         };
         let info = CrArrivalInfo {
-            remote_addr: ep.ia.attr.ia_address,
-            remote_port_qual: ep.id,
+            remote_addr: ep.local_addr(),
+            remote_port_qual: ep.id(),
             private_data: private_data.to_vec(),
         };
-        ServicePoint(sp).request_arrived(Box::new(LoopbackRequest {
+        sp.request_arrived(Box::new(LoopbackRequest {
             active: Arc::downgrade(ep),
             attempt,
             info,
@@ -90,14 +102,14 @@ impl Link for Loopback {
 }
 
 struct LoopbackRequest {
-    active: Weak<EpInner>,
+    active: Weak<Qp>,
     attempt: u64,
     info: CrArrivalInfo,
     link: Arc<Loopback>,
 }
 
 impl PendingRequest for LoopbackRequest {
-    fn accept(&self, passive: &Arc<EpInner>, private_data: &[u8]) -> bool {
+    fn accept(&self, passive: &Arc<Qp>, private_data: &[u8]) -> bool {
         let _cm = self.link.cm.lock().unwrap_or_else(|p| p.into_inner());
         let Some(active) = self.active.upgrade() else {
             return false;
@@ -111,35 +123,23 @@ impl PendingRequest for LoopbackRequest {
         let to_passive: Arc<dyn Connection> = Arc::new(LoopConn {
             id,
             peer: Arc::downgrade(passive),
-            remote: passive.ia.attr.ia_address,
+            remote: passive.local_addr(),
         });
         let to_active: Arc<dyn Connection> = Arc::new(LoopConn {
             id,
             peer: Arc::downgrade(&active),
-            remote: active.ia.attr.ia_address,
+            remote: active.local_addr(),
         });
         // Each side's ORD is what it wants, capped by what the other side offers as IRD.
         let a_ord = a_out.min(p_in);
         let p_ord = p_out.min(a_in);
         // Both sides are CONNECTED before either hears ESTABLISHED, so that a DTO posted on
         // ESTABLISHED never finds the other side still pending.
-        if !active.established(
-            self.attempt,
-            to_passive,
-            p_ord,
-            a_ord,
-            passive.ia.attr.ia_address,
-        ) {
+        if !active.established(self.attempt, to_passive, p_ord, a_ord, passive.local_addr()) {
             return false;
         }
         let p_attempt = passive.current_attempt();
-        if passive.established(
-            p_attempt,
-            to_active,
-            a_ord,
-            p_ord,
-            active.ia.attr.ia_address,
-        ) {
+        if passive.established(p_attempt, to_active, a_ord, p_ord, active.local_addr()) {
             active.report_established(private_data.to_vec());
             passive.report_established(Vec::new());
         } else {
@@ -169,7 +169,7 @@ impl PendingRequest for LoopbackRequest {
 /// One direction of a loopback connection: delivers to `peer`.
 struct LoopConn {
     id: u64,
-    peer: Weak<EpInner>,
+    peer: Weak<Qp>,
     remote: IaAddress,
 }
 

@@ -32,15 +32,15 @@ use rustix::event::epoll::EventFlags;
 use socket2::{Domain, Socket, Type};
 
 use super::{lock, Shared, LINGER, REQUEST_TIMEOUT, RNR_GRACE};
-use crate::cr::CrArrivalInfo;
-use crate::ep::{place_at, EpInner, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault};
-use crate::event::ConnectionEventKind;
-use crate::ia::MAX_IOV;
-use crate::link::{Connection, OutMsg, Payload, PendingRequest, TxOutcome};
+use crate::engine::port::{
+    Connection, CrArrivalInfo, Listener, OutMsg, Payload, PendingRequest, TxOutcome,
+};
+use crate::engine::qp::{
+    place_at, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault, Segs,
+};
 use crate::mem::region::{recv_scatter, send_gather, IoPiece, RecvPiece, MAX_GATHER};
 use crate::mem::{seg_span, RemoteFault, Seg};
-use crate::sp::{ServicePoint, SpInner};
-use crate::types::{DtoStatus, EpState, IaAddress};
+use crate::types::{ConnectionEventKind, DtoStatus, EpState, IaAddress, MAX_IOV};
 
 /// Staging buffer for inbound bytes: holds several full-size FPDUs.
 const RX_BUF: usize = 256 * 1024;
@@ -62,7 +62,7 @@ enum Phase {
     /// Passive side: waiting for the Request.
     AwaitRequest {
         resp: MpaResponder,
-        sp: Weak<SpInner>,
+        sp: Weak<dyn Listener>,
         deadline: Instant,
     },
     /// Passive side: the request is a CR, waiting for accept or reject.
@@ -194,7 +194,7 @@ fn parse_write_immed_data(d: [u8; IMMEDIATE_DATA_LEN]) -> (u32, u32) {
 
 struct TxJob {
     kind: JobKind,
-    segs: crate::ep::Segs,
+    segs: Segs,
     total: u64,
     /// Payload bytes already framed.
     off: u64,
@@ -243,7 +243,7 @@ pub(crate) struct TcpConn {
     sock: Socket,
     shared: Weak<Shared>,
     remote: SocketAddr,
-    ep: Mutex<Weak<EpInner>>,
+    ep: Mutex<Weak<Qp>>,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
     rx_paused: AtomicBool,
@@ -318,7 +318,7 @@ impl TcpConn {
         self.shared.upgrade()
     }
 
-    fn ep(&self) -> Option<Arc<EpInner>> {
+    fn ep(&self) -> Option<Arc<Qp>> {
         lock(&self.ep).upgrade()
     }
 
@@ -348,7 +348,7 @@ impl TcpConn {
     pub(crate) fn connect(
         id: u64,
         shared: &Arc<Shared>,
-        ep: &Arc<EpInner>,
+        ep: &Arc<Qp>,
         attempt: u64,
         dial: super::Dial,
     ) -> Result<(), (io::Error, super::Dial)> {
@@ -391,7 +391,7 @@ impl TcpConn {
     /// The socket of an active connect, connect(2) started, and the MPA initiator.
     fn try_connect(
         shared: &Arc<Shared>,
-        ep: &Arc<EpInner>,
+        ep: &Arc<Qp>,
         dial: &super::Dial,
     ) -> io::Result<(Socket, MpaInitiator)> {
         let target = dial.target;
@@ -429,7 +429,7 @@ impl TcpConn {
         shared: &Arc<Shared>,
         stream: TcpStream,
         peer: SocketAddr,
-        sp: Weak<SpInner>,
+        sp: Weak<dyn Listener>,
     ) {
         let sock = Socket::from(stream);
         if sock.set_nonblocking(true).is_err() || sock.set_nodelay(true).is_err() {
@@ -1317,7 +1317,7 @@ impl TcpConn {
         Step::Stop
     }
 
-    fn deliver_request(self: &Arc<Self>, sp: Weak<SpInner>, private_data: Vec<u8>) {
+    fn deliver_request(self: &Arc<Self>, sp: Weak<dyn Listener>, private_data: Vec<u8>) {
         let req = Box::new(TcpRequest {
             conn: self.clone(),
             info: CrArrivalInfo {
@@ -1326,8 +1326,8 @@ impl TcpConn {
                 private_data,
             },
         });
-        match sp.upgrade().filter(|s| !s.freed.load(Ordering::Acquire)) {
-            Some(sp) => ServicePoint(sp).request_arrived(req),
+        match sp.upgrade().filter(|s| s.is_open()) {
+            Some(sp) => sp.request_arrived(req),
             None => req.reject(&[]),
         }
     }
@@ -1771,7 +1771,7 @@ impl TcpConn {
             }
         };
         // The engine sends from registered memory, at most MAX_IOV segments.
-        let segs: crate::ep::Segs = match payload {
+        let segs: Segs = match payload {
             Payload::Segs(s) if s.len() <= MAX_IOV => s.iter().cloned().collect(),
             _ => return Err(TxOutcome::Broken),
         };
@@ -1917,7 +1917,7 @@ struct TcpRequest {
 }
 
 impl PendingRequest for TcpRequest {
-    fn accept(&self, ep: &Arc<EpInner>, private_data: &[u8]) -> bool {
+    fn accept(&self, ep: &Arc<Qp>, private_data: &[u8]) -> bool {
         let c = &self.conn;
         let mut rx = lock(&c.rx);
         // The requester may have gone (its connect timed out) without us having read its FIN.
@@ -2032,7 +2032,7 @@ impl TcpConn {
         sock: Socket,
         crc: bool,
         hold: bool,
-        ep: &Arc<EpInner>,
+        ep: &Arc<Qp>,
     ) -> Arc<TcpConn> {
         let id = super::NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let remote = SocketAddr::from(([127, 0, 0, 1], 0));

@@ -26,11 +26,9 @@ use std::time::{Duration, Instant};
 use rustix::event::epoll::{self, EventData, EventFlags};
 use socket2::{Domain, Socket, Type};
 
-use crate::ep::EpInner;
-use crate::event::ConnectionEventKind;
-use crate::link::Link;
-use crate::sp::SpInner;
-use crate::types::{ConnQual, EpState, IaAddress};
+use crate::engine::port::{Link, LinkCaps, Listener as PortListener, Progress};
+use crate::engine::qp::Qp;
+use crate::types::{ConnQual, ConnectionEventKind, EpState, IaAddress, MAX_IOV};
 
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use conn::FuzzProbe;
@@ -69,7 +67,7 @@ enum Entry {
 
 struct Listener {
     sock: TcpListener,
-    sp: Weak<SpInner>,
+    sp: Weak<dyn PortListener>,
 }
 
 /// State shared by the link object, its progress thread and its connections.
@@ -395,7 +393,16 @@ impl Link for TcpLink {
         "tcp"
     }
 
-    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: &Arc<SpInner>) -> bool {
+    fn caps(&self) -> LinkCaps {
+        LinkCaps {
+            completes_at_peer: false,
+            rnr_waits_forever: false,
+            max_iov: MAX_IOV,
+            max_private_data: crate::engine::port::MAX_PRIVATE_DATA,
+        }
+    }
+
+    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: Weak<dyn PortListener>) -> bool {
         let port = port_for_qual(qual);
         let mut by_port = lock(&self.shared.listeners_by_port);
         if by_port.contains_key(&port) {
@@ -406,10 +413,7 @@ impl Link for TcpLink {
             Err(_) => return false,
         };
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
-        let l = Arc::new(Listener {
-            sock,
-            sp: Arc::downgrade(sp),
-        });
+        let l = Arc::new(Listener { sock, sp });
         if epoll::add(
             &self.shared.epoll,
             l.sock.as_fd(),
@@ -435,7 +439,7 @@ impl Link for TcpLink {
         }
     }
 
-    fn connect(&self, ep: &Arc<EpInner>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+    fn connect(&self, ep: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
         let dial = Dial {
             target: SocketAddr::new(remote.ip(), port_for_qual(qual)),
             private_data: private_data.to_vec(),
@@ -444,6 +448,21 @@ impl Link for TcpLink {
         dial_now(&self.shared, ep, ep.current_attempt(), dial);
     }
 
+    fn shutdown(&self) {
+        if self.shared.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.shared.wake_thread();
+        let t = lock(&self.thread).take();
+        if let Some(t) = t {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Progress for TcpLink {
     /// Handles what has arrived on the connections, here, as the progress thread would: a
     /// direct read of each socket when there are at most `DIRECT_MAX` (`poll_direct`), else a
     /// non-blocking `epoll_wait` on the connections' set. If the progress thread is awake for
@@ -478,19 +497,7 @@ impl Link for TcpLink {
         })
     }
 
-    #[cfg(test)]
-    fn set_handoff_window(&self, window: Duration) {
-        let ns = window.as_nanos() as u64;
-        self.shared.hot_ns.store(ns, Ordering::Relaxed);
-    }
-
-    #[cfg(test)]
-    fn handoff_state(&self) -> Option<(bool, bool)> {
-        let armed = *lock(&self.shared.conns_armed);
-        Some((armed, self.shared.detached.load(Ordering::Relaxed)))
-    }
-
-    fn stop_polling(&self) {
+    fn idle(&self) {
         // Only a thread whose polls marked the link: another thread's sleep says nothing about
         // the one that polls.
         if !MARKED.replace(false) {
@@ -499,18 +506,22 @@ impl Link for TcpLink {
         self.shared.hot_until.store(0, Ordering::Relaxed);
         self.shared.arm_conns(true);
     }
+}
 
-    fn shutdown(&self) {
-        if self.shared.stop.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        self.shared.wake_thread();
-        let t = lock(&self.thread).take();
-        if let Some(t) = t {
-            if t.thread().id() != std::thread::current().id() {
-                let _ = t.join();
-            }
-        }
+impl TcpLink {
+    /// Tests: how long after its last poll a consumer still counts as polling.
+    #[cfg(test)]
+    pub(crate) fn set_handoff_window(&self, window: Duration) {
+        let ns = window.as_nanos() as u64;
+        self.shared.hot_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Tests: whether the progress thread watches the connections, and whether any socket
+    /// was taken out of its epoll set for direct polls.
+    #[cfg(test)]
+    pub(crate) fn handoff_state(&self) -> (bool, bool) {
+        let armed = *lock(&self.shared.conns_armed);
+        (armed, self.shared.detached.load(Ordering::Relaxed))
     }
 }
 
@@ -648,7 +659,7 @@ pub(crate) struct Dial {
 }
 
 /// Starts (or restarts) connect `attempt` of `ep`.
-fn dial_now(shared: &Arc<Shared>, ep: &Arc<EpInner>, attempt: u64, dial: Dial) {
+fn dial_now(shared: &Arc<Shared>, ep: &Arc<Qp>, attempt: u64, dial: Dial) {
     let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
     if let Err((e, dial)) = TcpConn::connect(id, shared, ep, attempt, dial) {
         connect_failed(Arc::downgrade(shared), ep, attempt, dial, e.kind());
@@ -659,7 +670,7 @@ fn dial_now(shared: &Arc<Shared>, ep: &Arc<EpInner>, attempt: u64, dial: Dial) {
 /// pause (if the attempt is still pending then); anything else ends the attempt.
 pub(crate) fn connect_failed(
     shared: Weak<Shared>,
-    ep: &Arc<EpInner>,
+    ep: &Arc<Qp>,
     attempt: u64,
     dial: Dial,
     kind: ErrorKind,
@@ -682,185 +693,4 @@ pub(crate) fn connect_failed(
         _ => ConnectionEventKind::Unreachable,
     };
     ep.attempt_failed(attempt, kind, Vec::new());
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
-
-    use crate::*;
-
-    const T: Option<Duration> = Some(Duration::from_secs(10));
-
-    #[track_caller]
-    fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-        let end = Instant::now() + Duration::from_secs(10);
-        while !f() {
-            assert!(Instant::now() < end, "timed out waiting: {what}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-
-    struct Side {
-        ia: InterfaceAdapter,
-        pz: Pz,
-        recv: Evd,
-        conn: Evd,
-        ep: Endpoint,
-    }
-
-    fn side() -> Side {
-        let (ia, _async) = InterfaceAdapter::open("tcp:127.0.0.1", 8).unwrap();
-        let pz = ia.pz_create().unwrap();
-        let recv = ia.evd_create(64, None, EvdFlags::DTO).unwrap();
-        let conn = ia.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
-        let ep = ia
-            .ep_create(&pz, Some(&recv), Some(&recv), Some(&conn), None)
-            .unwrap();
-        Side {
-            ia,
-            pz,
-            recv,
-            conn,
-            ep,
-        }
-    }
-
-    fn pair() -> (Side, Side) {
-        let (a, b) = (side(), side());
-        let cr_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
-        let qual = 24_000 + std::process::id() as u64 % 4000;
-        let _psp = b.ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
-        a.ep.connect(b.ia.query().unwrap().ia_address, qual, T, b"")
-            .unwrap();
-        let (ev, _) = cr_evd.wait(T, 1).unwrap();
-        let cr = ev.as_cr_arrival().unwrap().cr.clone();
-        cr.accept(Some(&b.ep), b"").unwrap();
-        for s in [&a, &b] {
-            let (ev, _) = s.conn.wait(T, 1).unwrap();
-            assert_eq!(
-                ev.as_connection().unwrap().kind,
-                ConnectionEventKind::Established
-            );
-        }
-        (a, b)
-    }
-
-    fn state(s: &Side) -> (bool, bool) {
-        s.ia.0
-            .link
-            .handoff_state()
-            .expect("the tcp link reports its hand-off")
-    }
-
-    /// Sends message `n` (its own number) from `b` to `a`.
-    fn send(b: &Side, src: &Lmr, n: u64) {
-        src.write(0, &n.to_le_bytes()).unwrap();
-        b.ep.post_send(&[src.triplet(0, 8)], n, CompletionFlags::SUPPRESS)
-            .unwrap();
-    }
-
-    /// Checks a completion on `a`: receive `n`, carrying `n`; its buffer goes up again.
-    fn took(a: &Side, dst: &Lmr, ev: Event, n: u64) {
-        let d = ev.as_dto().unwrap();
-        assert_eq!((d.status, d.cookie), (DtoStatus::Success, n));
-        let slot = n % 64 * 8;
-        let mut v = [0u8; 8];
-        dst.read(slot as usize, &mut v).unwrap();
-        assert_eq!(u64::from_le_bytes(v), n);
-        a.ep.post_recv(&[dst.triplet(slot, 8)], n + 64, CompletionFlags::empty())
-            .unwrap();
-    }
-
-    /// Polls `a`'s receive EVD, with a message from `b` now and then to wake the progress
-    /// thread (it decides when it wakes), until the thread has handed the connection over.
-    fn poll_until_handed_over(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: (&mut u64, &mut u64)) {
-        let ((src, dst), (sent, got)) = (bufs, n);
-        eventually(
-            "the progress thread hands the connection to the polling consumer",
-            || {
-                if *sent == *got {
-                    send(b, src, *sent);
-                    *sent += 1;
-                }
-                let deadline = Instant::now() + Duration::from_millis(2);
-                while Instant::now() < deadline {
-                    if let Some(ev) = a.recv.dequeue().unwrap() {
-                        took(a, dst, ev, *got);
-                        *got += 1;
-                    }
-                }
-                state(a) == (false, true)
-            },
-        );
-    }
-
-    /// A consumer that polls its receive EVD takes the connections from the progress thread
-    /// (which then stops waking for each message) and reads the sockets itself; going to sleep
-    /// in evd_wait gives them back at once, and polls that stop give them back within `HOT`.
-    #[test]
-    fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back() {
-        let (a, b) = pair();
-        assert_eq!(state(&a), (true, false), "nobody polls yet");
-        let src = b.pz.lmr_allocate(8, MemPriv::ALL).unwrap();
-        let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
-        for i in 0..64u64 {
-            a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
-                .unwrap();
-        }
-        // Long enough that only evd_wait can end it.
-        a.ia.0.link.set_handoff_window(Duration::from_secs(60));
-        let (mut sent, mut got) = (0u64, 0u64);
-        poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
-        // Messages still arrive, through the polls alone.
-        for _ in 0..8 {
-            send(&b, &src, sent);
-            sent += 1;
-        }
-        while got < sent {
-            if let Some(ev) = a.recv.dequeue().unwrap() {
-                took(&a, &dst, ev, got);
-                got += 1;
-            }
-        }
-        assert_eq!(state(&a), (false, true), "still handed over");
-        // Sleeping in evd_wait hands them back before it sleeps.
-        let e = a
-            .recv
-            .wait(Some(Duration::from_millis(200)), 1)
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorType::TimeoutExpired);
-        assert_eq!(
-            state(&a),
-            (true, false),
-            "evd_wait gave the connection back"
-        );
-        // So does sleeping in cno_wait.
-        poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
-        let cno = a.ia.cno_create().unwrap();
-        let e = cno.wait(Some(Duration::from_millis(50))).unwrap_err();
-        assert_eq!(e.kind(), ErrorType::TimeoutExpired);
-        assert_eq!(
-            state(&a),
-            (true, false),
-            "cno_wait gave the connection back"
-        );
-        cno.free().unwrap();
-        // Polls that just stop: the progress thread takes the connection back by itself, and
-        // handles what arrives then.
-        a.ia.0.link.set_handoff_window(Duration::from_millis(5));
-        poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
-        eventually("the progress thread takes the connection back", || {
-            state(&a) == (true, false)
-        });
-        send(&b, &src, sent);
-        // Not evd_wait or dequeue: they would read the socket themselves (query does not).
-        eventually("the progress thread handles the message", || {
-            a.recv.query().unwrap().count == 1
-        });
-        let ev = a.recv.dequeue().unwrap().expect("the message");
-        took(&a, &dst, ev, sent);
-        a.ia.close(CloseFlags::Abrupt).unwrap();
-        b.ia.close(CloseFlags::Abrupt).unwrap();
-    }
 }

@@ -1,0 +1,201 @@
+//! The port links plug into: what the engine hands a link ([`OutMsg`], through a
+//! [`Connection`]), what it gets back ([`TxOutcome`]), connection management ([`Link`],
+//! [`PendingRequest`], [`Listener`]), progress in the consumer's thread ([`Progress`]) and
+//! what differs between links ([`LinkCaps`]). Inbound messages enter a QP through the `rx_*`
+//! functions of [`Qp`], which check everything against the memory table. Links depend on this
+//! module, the QP and `mem`, never on the DAT layer.
+
+use std::sync::{Arc, Weak};
+
+use crate::engine::qp::Qp;
+use crate::mem::Seg;
+use crate::types::{ConnQual, DtoStatus, IaAddress};
+
+/// Bytes of a message: resolved registered memory (gathered in order) or plain bytes (from a
+/// socket buffer).
+#[derive(Clone, Copy)]
+pub(crate) enum Payload<'a> {
+    /// Registered memory, in order.
+    Segs(&'a [Seg]),
+    /// Plain bytes.
+    #[allow(dead_code)] // used by byte-stream links
+    Bytes(&'a [u8]),
+}
+
+impl Payload<'_> {
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Payload::Segs(s) => s.iter().map(|s| s.len as u64).sum(),
+            Payload::Bytes(b) => b.len() as u64,
+        }
+    }
+}
+
+/// One RDMAP message handed to a link.
+pub(crate) enum OutMsg<'a> {
+    /// Send (RFC 5040 Send / Send with SE).
+    Send {
+        solicited: bool,
+        payload: Payload<'a>,
+    },
+    /// RDMA Write into the peer's `stag` at tagged offset `to`.
+    Write {
+        stag: u32,
+        to: u64,
+        payload: Payload<'a>,
+    },
+    /// RDMA Write into the peer's `stag`/`to`, then (RFC 7306 Immediate Data, with SE if
+    /// `solicited`) `immediate` and the write's length for the peer's next receive, which
+    /// completes as RECV_IMMED once the data is placed. Like a Send, it may find no receive
+    /// buffer ([`TxOutcome::NotReady`], for links that deliver whole messages).
+    WriteImmed {
+        stag: u32,
+        to: u64,
+        payload: Payload<'a>,
+        immediate: u32,
+        solicited: bool,
+    },
+    /// RDMA Read Request: read `len` bytes at `src_stag`/`src_to` into our `sink_stag`/`sink_to`.
+    ReadRequest {
+        sink_stag: u32,
+        sink_to: u64,
+        len: u64,
+        src_stag: u32,
+        src_to: u64,
+    },
+    /// RDMA Read Response carrying the data for the oldest outstanding Read Request.
+    #[allow(dead_code)] // the sink fields go on the wire for byte-stream links
+    ReadResponse {
+        sink_stag: u32,
+        sink_to: u64,
+        payload: Payload<'a>,
+    },
+}
+
+/// What became of a transmitted message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxOutcome {
+    /// Handed over (for a byte-stream link: written to the socket).
+    Sent,
+    /// Taken, but not all of it could be handed to the transport yet: the engine sends nothing
+    /// more on this connection until the link calls [`Qp::tx_drained`], which completes
+    /// the message.
+    Queued,
+    /// A Send (or a write with immediate data) found no receive buffer at the peer yet; retry
+    /// when woken (RNR).
+    NotReady,
+    /// The peer refused the message: the connection is broken and the DTO completes with this
+    /// status.
+    Failed(DtoStatus),
+    /// The connection is gone.
+    Broken,
+    /// The peer has already left the connection (it disconnected; its close notice is on the
+    /// way): the connection ends as DISCONNECTED, not BROKEN.
+    PeerClosed,
+}
+
+/// The local end of an established connection, as the engine sees it.
+pub(crate) trait Connection: Send + Sync {
+    /// Hands one message to the link.
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome;
+    /// Tells the peer a receive buffer was posted (its blocked Send may go now).
+    fn wake_peer(&self);
+    /// Ends the connection from this side; the peer is told (it flushes and reports).
+    fn close(&self, broken: bool);
+    /// The peer's IA address.
+    #[allow(dead_code)] // for links that report it in queries
+    fn remote_addr(&self) -> IaAddress;
+    /// Identifies the connection (both directions share it).
+    fn id(&self) -> u64;
+}
+
+/// What differs between links, for the IA attributes and for consumers (tests among them)
+/// whose expectations depend on it. Never decide by a link's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkCaps {
+    /// A Send or RDMA Write completes only once the peer has placed it (loopback). Otherwise
+    /// (tcp, as RFC 5040 and Linux siw) it completes when the transport has taken its last
+    /// byte: a peer without a receive buffer does not hold the sender's queue, and a Write the
+    /// peer refuses has already completed successfully when the peer's Terminate breaks the
+    /// connection.
+    pub completes_at_peer: bool,
+    /// A Send that finds no receive buffer waits at the sender until one is posted
+    /// (loopback); otherwise the receiver holds it for a grace period and then breaks the
+    /// connection (tcp: 500 ms, Terminate "no buffer").
+    pub rnr_waits_forever: bool,
+    /// Most segments of one work request.
+    pub max_iov: usize,
+    /// Most bytes of private data with a connect, accept or reject.
+    pub max_private_data: usize,
+}
+
+/// Connection management and listeners of one kind of link.
+pub(crate) trait Link: Send + Sync {
+    /// Short name ("loopback", "tcp", ...), for diagnostics and queries only.
+    fn name(&self) -> &'static str;
+    /// What differs on this link.
+    fn caps(&self) -> LinkCaps;
+    /// Starts listening for `qual` at `addr`; false if that qualifier is taken.
+    fn listen(&self, addr: IaAddress, qual: ConnQual, listener: Weak<dyn Listener>) -> bool;
+    /// Stops listening.
+    fn unlisten(&self, addr: IaAddress, qual: ConnQual);
+    /// Starts connecting `qp` to `remote`/`qual` with private data; the outcome arrives as a
+    /// connection event of `qp` (established or attempt failed).
+    fn connect(&self, qp: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]);
+    /// Stops the link's threads and drops its sockets (the IA is closing). The IA's QPs have
+    /// been ended before.
+    fn shutdown(&self) {}
+}
+
+/// Progress in the consumer's thread: what an event dispatcher calls when its consumer polls
+/// an empty queue or is about to sleep. A link whose own thread (or the hardware) makes all
+/// progress keeps the defaults. A shared-memory link would poll its rings here, a verbs
+/// provider its completion queues (and re-arm their notification in `idle`).
+pub(crate) trait Progress: Send + Sync {
+    /// Handles, without blocking, whatever has arrived. True if there was something to handle.
+    /// `for_inbound`: the caller waits for a completion only inbound data can bring (an empty
+    /// receive EVD), so it is likely to poll again soon; the link may then leave its
+    /// connections to such polls for a while (until `idle`).
+    fn poll(&self, for_inbound: bool) -> bool {
+        let _ = for_inbound;
+        false
+    }
+    /// The consumer that polled stops polling (it is going to sleep): whatever makes progress
+    /// without it takes over at once.
+    fn idle(&self) {}
+}
+
+/// Where a link delivers the connection requests that arrive for a listened-on qualifier (a
+/// DAT service point).
+pub(crate) trait Listener: Send + Sync {
+    /// False once the listener is gone (freed): requests for it are refused.
+    fn is_open(&self) -> bool;
+    /// A request arrived; the listener accepts or rejects it through `req`, now or later.
+    fn request_arrived(self: Arc<Self>, req: Box<dyn PendingRequest>);
+}
+
+/// What a connection request says about the requester.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrArrivalInfo {
+    /// The requester's IA address.
+    pub remote_addr: IaAddress,
+    /// The requester's port qualifier.
+    pub remote_port_qual: ConnQual,
+    /// The requester's private data.
+    pub private_data: Vec<u8>,
+}
+
+/// The requester's side of an arrived connection request, held by the CR until accept/reject.
+pub(crate) trait PendingRequest: Send + Sync {
+    /// Connects `qp` with the requester, sending `private_data` with the accept. Returns false if
+    /// the requester is gone (the caller reports ACCEPT_COMPLETION_ERROR).
+    fn accept(&self, qp: &Arc<Qp>, private_data: &[u8]) -> bool;
+    /// Rejects the request with `private_data`.
+    fn reject(&self, private_data: &[u8]);
+    /// What the CR reports about the requester.
+    fn info(&self) -> &CrArrivalInfo;
+}
+
+/// Most bytes of private data with a connect, accept or reject on the links here (the DAT
+/// minimum a provider must take is 64; MPA allows 512 for rev 2, less the IRD/ORD words).
+pub(crate) const MAX_PRIVATE_DATA: usize = 252;

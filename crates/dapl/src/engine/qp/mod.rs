@@ -1,0 +1,483 @@
+//! One queue pair of the software RNIC: its connection state, send queue (SQ), outstanding
+//! RDMA reads (ORQ), receive queue (RQ, or a shared one), inbound read queue (IRQ), and the
+//! rules that order them (ORD, BARRIER_FENCE, RNR wait, flush on disconnect and break).
+//!
+//! The QP knows no DAT object: it reports completions and connection events through
+//! [`QpUpcalls`], which the DAT layer implements (the endpoint puts them on its EVDs). Links
+//! call into it through the `rx_*` entry points and the connection-management functions of
+//! [`cm`]; the DAT layer posts through [`Qp::post_recv`] and [`Qp::post_send`].
+//!
+//! Locking: one `core` mutex, held only for short bookkeeping and for data placement into local
+//! memory; never while calling into another QP or a link's transmit. The transmit side is
+//! serialized by an atomic `tx_busy` flag (see [`Qp::pump`]), never a blocking lock, so two QPs
+//! that feed each other cannot deadlock. Upcalls run with no QP lock held.
+
+mod cm;
+mod rx;
+mod tx;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use smallvec::SmallVec;
+
+use crate::engine::port::Connection;
+use crate::engine::srq::SharedRq;
+use crate::mem::{MemTable, Seg};
+use crate::types::{
+    CompletionFlags, ConnQual, ConnectionEventKind, Cookie, DtoOp, DtoStatus, EpAttr, EpState,
+    IaAddress, RmrTriplet,
+};
+
+pub(crate) use rx::{
+    place_at, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault, RxWriteImmed,
+};
+
+/// The segments of a work request: most have one or two, kept inline (a request is moved a few
+/// times between post and completion; a full `MAX_IOV` array would be copied each time).
+pub(crate) type Segs = SmallVec<[Seg; 2]>;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ReqOp {
+    Send,
+    Write,
+    /// RDMA Write with Immediate Data (the DAT IB extension's write_immed): the 32-bit value
+    /// for the peer's receive completion.
+    WriteImmed(u32),
+    Read,
+}
+
+pub(crate) struct SendWr {
+    pub(crate) cookie: Cookie,
+    pub(crate) op: ReqOp,
+    pub(crate) flags: CompletionFlags,
+    pub(crate) segs: Segs,
+    pub(crate) total: u64,
+    pub(crate) remote: RmrTriplet,
+    /// Reads: the STag the response is addressed to (never 0).
+    pub(crate) sink_stag: u32,
+    /// Reads: the sink tagged offset sent in the request, and response bytes placed so far.
+    pub(crate) sink_to: u64,
+    pub(crate) resp_got: u64,
+}
+
+pub(crate) struct RecvWr {
+    pub(crate) cookie: Cookie,
+    pub(crate) flags: CompletionFlags,
+    pub(crate) segs: Segs,
+    pub(crate) total: u64,
+}
+
+struct ReadWork {
+    sink_stag: u32,
+    sink_to: u64,
+    seg: Seg,
+}
+
+pub(crate) struct QpCore {
+    pub(crate) state: EpState,
+    pub(crate) attr: EpAttr,
+    conn: Option<Arc<dyn Connection>>,
+    /// True once DISCONNECTED/BROKEN/... was reported for the current connection attempt.
+    end_reported: bool,
+    /// Bumped on every connect/accept attempt, so stale timers and requests do nothing.
+    attempt: u64,
+    pub(crate) sq: VecDeque<SendWr>,
+    pub(crate) orq: VecDeque<SendWr>,
+    pub(crate) rq: VecDeque<RecvWr>,
+    irq: VecDeque<ReadWork>,
+    pub(crate) ord: usize,
+    pub(crate) ird: usize,
+    /// A peer's Send is waiting for a receive buffer here.
+    peer_waiting: bool,
+    /// The link holds a message it has not finished writing (`TxOutcome::Queued`): nothing
+    /// more is transmitted until it calls [`EpInner::tx_drained`].
+    tx_stalled: bool,
+    /// The Send or Write the link is still writing; it completes when the link has handed its
+    /// last byte to the transport.
+    tx_inflight: Option<SendWr>,
+    /// The link's `tx_drained` came before the engine recorded the stall it ends.
+    tx_drained_early: bool,
+    /// The link's connection of a connect attempt that is not established yet: closed at once
+    /// if the attempt fails (timeout, free), so the peer cannot accept a dead request.
+    pending_conn: Option<Arc<dyn Connection>>,
+    pub(crate) remote_addr: Option<IaAddress>,
+    pub(crate) remote_qual: Option<ConnQual>,
+}
+
+/// Which queue a completion belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompletionQueue {
+    /// Send, RDMA write (with immediate), RDMA read: the request EVD.
+    Request,
+    /// Receive (also one consumed by a write with immediate data): the receive EVD.
+    Recv,
+}
+
+/// A work request completed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Completion {
+    pub(crate) queue: CompletionQueue,
+    pub(crate) cookie: Cookie,
+    pub(crate) status: DtoStatus,
+    pub(crate) len: u64,
+    pub(crate) op: DtoOp,
+    /// A RECV_IMMED completion's value.
+    pub(crate) immediate: Option<u32>,
+    /// Whether it notifies a waiter (errors always do).
+    pub(crate) signalled: bool,
+}
+
+/// A connection event of the QP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum QpEvent {
+    /// The connection is up, with the peer's private data (active side) or none.
+    Established(Vec<u8>),
+    /// An attempt ended before it was established (rejected, timed out, aborted), with the
+    /// peer's private data if it sent any.
+    AttemptFailed(ConnectionEventKind, Vec<u8>),
+    /// An established connection ended: DISCONNECTED or BROKEN, reported once per connection.
+    Ended(ConnectionEventKind),
+}
+
+/// How a QP reports to its owner (the DAT endpoint). Called with no QP lock held, from
+/// whatever thread made the progress (poster, link thread, polling consumer).
+pub(crate) trait QpUpcalls: Send + Sync {
+    /// A work request completed.
+    fn completed(&self, c: Completion);
+    /// A connection event.
+    fn connection_event(&self, ev: QpEvent);
+}
+
+/// Why a post was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PostError {
+    /// The QP is not in a state that takes this post.
+    InvalidState(EpState),
+    /// The queue holds its maximum of this many.
+    QueueFull(usize),
+}
+
+/// A queue pair.
+pub(crate) struct Qp {
+    id: u64,
+    local_addr: IaAddress,
+    pz_id: u64,
+    memtable: Arc<MemTable>,
+    srq: Option<Arc<SharedRq>>,
+    core: Mutex<QpCore>,
+    tx_busy: AtomicBool,
+    tx_pending: AtomicBool,
+    rnr_blocked: AtomicBool,
+    rnr_wakes: AtomicU64,
+    upcalls: Weak<dyn QpUpcalls>,
+}
+
+impl Qp {
+    /// A QP in state UNCONNECTED. `id` names it to peers (a loopback request's port
+    /// qualifier) and in diagnostics; `pz_id` is the protection zone every remote access
+    /// must match; `srq` replaces its own receive queue.
+    pub(crate) fn new(
+        id: u64,
+        local_addr: IaAddress,
+        pz_id: u64,
+        memtable: Arc<MemTable>,
+        srq: Option<Arc<SharedRq>>,
+        attr: EpAttr,
+        upcalls: Weak<dyn QpUpcalls>,
+    ) -> Qp {
+        Qp {
+            id,
+            local_addr,
+            pz_id,
+            memtable,
+            core: Mutex::new(QpCore {
+                state: EpState::Unconnected,
+                sq: VecDeque::with_capacity(attr.max_request_dtos),
+                orq: VecDeque::with_capacity(attr.max_rdma_read_out),
+                rq: VecDeque::with_capacity(if srq.is_some() { 0 } else { attr.max_recv_dtos }),
+                irq: VecDeque::with_capacity(attr.max_rdma_read_in),
+                attr,
+                conn: None,
+                end_reported: true,
+                attempt: 0,
+                ord: 0,
+                ird: 0,
+                peer_waiting: false,
+                tx_stalled: false,
+                tx_inflight: None,
+                tx_drained_early: false,
+                pending_conn: None,
+                remote_addr: None,
+                remote_qual: None,
+            }),
+            srq,
+            tx_busy: AtomicBool::new(false),
+            tx_pending: AtomicBool::new(false),
+            rnr_blocked: AtomicBool::new(false),
+            rnr_wakes: AtomicU64::new(0),
+            upcalls,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, QpCore> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The QP's id (its endpoint's).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The local address of the link it runs over.
+    pub(crate) fn local_addr(&self) -> IaAddress {
+        self.local_addr
+    }
+
+    /// The current state.
+    pub(crate) fn state(&self) -> EpState {
+        self.lock().state
+    }
+
+    fn upcall(&self, f: impl FnOnce(&dyn QpUpcalls)) {
+        if let Some(u) = self.upcalls.upgrade() {
+            f(&*u);
+        }
+    }
+
+    /// Reports a completion. `suppress_ok`: SUPPRESS was asked (successes vanish);
+    /// `signalled`: whether it notifies (errors always do).
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &self,
+        queue: CompletionQueue,
+        cookie: Cookie,
+        status: DtoStatus,
+        len: u64,
+        op: DtoOp,
+        immediate: Option<u32>,
+        suppress_ok: bool,
+        signalled: bool,
+    ) {
+        if status == DtoStatus::Success && suppress_ok {
+            return;
+        }
+        let signalled = signalled || status != DtoStatus::Success;
+        self.upcall(|u| {
+            u.completed(Completion {
+                queue,
+                cookie,
+                status,
+                len,
+                op,
+                immediate,
+                signalled,
+            })
+        });
+    }
+
+    fn complete_send(&self, wr: &SendWr, status: DtoStatus, len: u64) {
+        let op = match wr.op {
+            ReqOp::Send => DtoOp::Send,
+            ReqOp::Write => DtoOp::RdmaWrite,
+            ReqOp::WriteImmed(_) => DtoOp::RdmaWriteImmed,
+            ReqOp::Read => DtoOp::RdmaRead,
+        };
+        let signalled = !wr.flags.contains(CompletionFlags::UNSIGNALLED);
+        self.complete(
+            CompletionQueue::Request,
+            wr.cookie,
+            status,
+            len,
+            op,
+            None,
+            wr.flags.contains(CompletionFlags::SUPPRESS),
+            signalled,
+        );
+    }
+
+    /// Completes a receive. `solicited`: the matching send asked for notification.
+    fn complete_recv(
+        &self,
+        wr: &RecvWr,
+        status: DtoStatus,
+        len: u64,
+        solicited: bool,
+        recv_flags: CompletionFlags,
+    ) {
+        self.complete_recv_as(wr, status, len, solicited, recv_flags, None);
+    }
+
+    /// [`Qp::complete_recv`] with `immediate`: `Some` for a receive consumed by the peer's
+    /// RDMA Write with Immediate Data, which completes as RECV_IMMED carrying the value (`len`
+    /// is then the write's length, not bytes placed in the receive buffer).
+    fn complete_recv_as(
+        &self,
+        wr: &RecvWr,
+        status: DtoStatus,
+        len: u64,
+        solicited: bool,
+        recv_flags: CompletionFlags,
+        immediate: Option<u32>,
+    ) {
+        let signalled = if recv_flags.contains(CompletionFlags::SOLICITED_WAIT) {
+            solicited
+        } else {
+            !wr.flags.contains(CompletionFlags::UNSIGNALLED)
+        };
+        let op = if immediate.is_some() {
+            DtoOp::RecvImmed
+        } else {
+            DtoOp::Receive
+        };
+        self.complete(
+            CompletionQueue::Recv,
+            wr.cookie,
+            status,
+            len,
+            op,
+            immediate,
+            false,
+            signalled,
+        );
+    }
+
+    fn event(&self, ev: QpEvent) {
+        self.upcall(|u| u.connection_event(ev));
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Posting (the DAT layer has validated the request and resolved its segments)
+
+    /// Posts a receive. On a DISCONNECTED QP it is flushed at once. A peer whose Send waits for
+    /// a buffer is woken.
+    pub(crate) fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        let mut c = self.lock();
+        if c.state == EpState::Disconnected {
+            let recv_flags = c.attr.recv_completion_flags;
+            drop(c);
+            self.complete_recv(&wr, DtoStatus::Flushed, 0, true, recv_flags);
+            return Ok(());
+        }
+        if c.rq.len() >= c.attr.max_recv_dtos {
+            return Err(PostError::QueueFull(c.attr.max_recv_dtos));
+        }
+        c.rq.push_back(wr);
+        let wake = if c.peer_waiting {
+            c.peer_waiting = false;
+            c.conn.clone()
+        } else {
+            None
+        };
+        drop(c);
+        if let Some(conn) = wake {
+            conn.wake_peer();
+        }
+        Ok(())
+    }
+
+    /// Posts a send, RDMA write (with immediate) or RDMA read: CONNECTED queues and transmits
+    /// it, DISCONNECTED flushes it at once, any other state refuses it.
+    pub(crate) fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        let mut c = self.lock();
+        match c.state {
+            EpState::Connected => {}
+            EpState::Disconnected => {
+                drop(c);
+                self.complete_send(&wr, DtoStatus::Flushed, 0);
+                return Ok(());
+            }
+            s => return Err(PostError::InvalidState(s)),
+        }
+        if c.sq.len() + c.orq.len() >= c.attr.max_request_dtos {
+            return Err(PostError::QueueFull(c.attr.max_request_dtos));
+        }
+        c.sq.push_back(wr);
+        drop(c);
+        self.pump();
+        Ok(())
+    }
+
+    /// Whether a peer Send is waiting for a receive buffer here; clears the flag.
+    pub(crate) fn take_peer_waiting(&self) -> Option<Arc<dyn Connection>> {
+        let mut c = self.lock();
+        if c.peer_waiting {
+            c.peer_waiting = false;
+            c.conn.clone()
+        } else {
+            None
+        }
+    }
+}
+
+/// What the DAT layer's queries report about a QP.
+pub(crate) struct QpInfo {
+    pub(crate) state: EpState,
+    pub(crate) attr: EpAttr,
+    pub(crate) remote_addr: Option<IaAddress>,
+    pub(crate) remote_qual: Option<ConnQual>,
+    pub(crate) ord: usize,
+    pub(crate) ird: usize,
+    /// Receives posted to its own queue, and their total size.
+    pub(crate) recv_posted: usize,
+    pub(crate) recv_bytes: u64,
+    /// Requests queued or outstanding.
+    pub(crate) requests: usize,
+}
+
+/// Why new attributes were refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ModifyError {
+    /// Attributes cannot change in this state.
+    InvalidState(EpState),
+    /// The new depths are smaller than what is queued.
+    TooSmall,
+}
+
+impl Qp {
+    /// A snapshot of the state, attributes and queue levels.
+    pub(crate) fn info(&self) -> QpInfo {
+        let c = self.lock();
+        QpInfo {
+            state: c.state,
+            attr: c.attr.clone(),
+            remote_addr: c.remote_addr,
+            remote_qual: c.remote_qual,
+            ord: c.ord,
+            ird: c.ird,
+            recv_posted: c.rq.len(),
+            recv_bytes: c.rq.iter().map(|w| w.total).sum(),
+            requests: c.sq.len() + c.orq.len(),
+        }
+    }
+
+    /// Reads the attributes and state under the lock.
+    pub(crate) fn with_attr<R>(&self, f: impl FnOnce(&EpAttr, EpState) -> R) -> R {
+        let c = self.lock();
+        f(&c.attr, c.state)
+    }
+
+    /// Replaces the attributes; only while not connected or connecting, and not below what is
+    /// queued.
+    pub(crate) fn modify(&self, attr: &EpAttr) -> Result<(), ModifyError> {
+        let mut c = self.lock();
+        if !matches!(
+            c.state,
+            EpState::Unconnected | EpState::Reserved | EpState::TentativeConnectionPending
+        ) {
+            return Err(ModifyError::InvalidState(c.state));
+        }
+        if attr.max_recv_dtos < c.rq.len() || attr.max_request_dtos < c.sq.len() {
+            return Err(ModifyError::TooSmall);
+        }
+        c.attr = attr.clone();
+        let (r, s) = (
+            attr.max_recv_dtos.saturating_sub(c.rq.len()),
+            attr.max_request_dtos.saturating_sub(c.sq.len()),
+        );
+        c.rq.reserve(r);
+        c.sq.reserve(s);
+        Ok(())
+    }
+}

@@ -1,0 +1,423 @@
+//! The receive side of a QP: what links call with the peer's messages. Every tagged access and
+//! read request is checked against the memory table before a byte moves.
+
+use super::{Qp, QpCore, ReadWork, RecvWr};
+use crate::engine::port::Payload;
+use crate::mem::{seg_span, RemoteFault, Seg};
+use crate::types::{DtoStatus, EpState, MemPriv};
+
+impl Qp {
+    fn rx_connected(c: &QpCore) -> bool {
+        matches!(c.state, EpState::Connected | EpState::DisconnectPending)
+    }
+
+    /// Inbound Send: takes the next receive buffer (own queue or SRQ) and places the message.
+    pub(crate) fn rx_send(&self, solicited: bool, payload: Payload<'_>) -> RxSend {
+        let mut c = self.lock();
+        let Some(wr) = self.take_recv_connected(&mut c) else {
+            return RxSend::NoBuffer;
+        };
+        let recv_flags = c.attr.recv_completion_flags;
+        let len = payload.len();
+        if len > wr.total {
+            drop(c);
+            self.complete_recv(&wr, DtoStatus::LocalLength, 0, true, recv_flags);
+            return RxSend::TooLong;
+        }
+        scatter(payload, &wr.segs);
+        drop(c);
+        self.complete_recv(&wr, DtoStatus::Success, len, solicited, recv_flags);
+        RxSend::Placed
+    }
+
+    /// Inbound RDMA Write: checked against the memory table, then placed.
+    pub(crate) fn rx_write(
+        &self,
+        stag: u32,
+        to: u64,
+        payload: Payload<'_>,
+    ) -> std::result::Result<(), RxWriteFault> {
+        self.rx_write_with(stag, to, payload.len(), |seg| {
+            scatter(payload, std::slice::from_ref(seg));
+        })
+    }
+
+    /// [`Qp::rx_write`] for a link that places the payload itself (e.g. reads it from its
+    /// socket straight into the region): the whole range `to..to+len` is checked (STag, PZ,
+    /// REMOTE_WRITE, bounds) and the connection too, then `fill` gets the destination. A link
+    /// that places part of it calls again for the rest, which is checked again.
+    pub(crate) fn rx_write_with(
+        &self,
+        stag: u32,
+        to: u64,
+        len: u64,
+        fill: impl FnOnce(&Seg),
+    ) -> std::result::Result<(), RxWriteFault> {
+        let seg = self
+            .memtable
+            .resolve_remote(stag, to, len, self.pz_id, MemPriv::REMOTE_WRITE)
+            .map_err(RxWriteFault::Access)?;
+        {
+            let c = self.lock();
+            if !Self::rx_connected(&c) {
+                // The connection ended under the write: a flush, not a protection error.
+                return Err(RxWriteFault::NotConnected);
+            }
+        }
+        fill(&seg);
+        Ok(())
+    }
+
+    /// Inbound RDMA Write with Immediate Data, whole (links that deliver whole messages): the
+    /// write is checked against the memory table (a zero-length one is not: nothing is placed,
+    /// as a byte-stream link skips an empty Write), then, as for an inbound Send, it takes the
+    /// next receive buffer (own queue or SRQ); only then is the data placed, and the receive
+    /// completes as RECV_IMMED with `immediate` and the write's length. With no buffer nothing
+    /// is placed and the sender waits (RNR), exactly as for a Send.
+    pub(crate) fn rx_write_immed(
+        &self,
+        stag: u32,
+        to: u64,
+        payload: Payload<'_>,
+        immediate: u32,
+        solicited: bool,
+    ) -> RxWriteImmed {
+        let len = payload.len();
+        let seg = if len == 0 {
+            None
+        } else {
+            match self
+                .memtable
+                .resolve_remote(stag, to, len, self.pz_id, MemPriv::REMOTE_WRITE)
+            {
+                Ok(seg) => Some(seg),
+                Err(f) => return RxWriteImmed::Access(f),
+            }
+        };
+        let mut c = self.lock();
+        let Some(wr) = self.take_recv_connected(&mut c) else {
+            return RxWriteImmed::NoBuffer;
+        };
+        let recv_flags = c.attr.recv_completion_flags;
+        if let Some(seg) = &seg {
+            scatter(payload, std::slice::from_ref(seg));
+        }
+        drop(c);
+        self.complete_recv_as(
+            &wr,
+            DtoStatus::Success,
+            len,
+            solicited,
+            recv_flags,
+            Some(immediate),
+        );
+        RxWriteImmed::Placed
+    }
+
+    /// Inbound RDMA Read Request: checked (IRD, STag, PZ, REMOTE_READ, bounds), then queued for
+    /// the transmit side, which sends the response in request order.
+    pub(crate) fn rx_read_request(
+        &self,
+        sink_stag: u32,
+        sink_to: u64,
+        len: u64,
+        src_stag: u32,
+        src_to: u64,
+    ) -> std::result::Result<(), RxReadFault> {
+        let seg = self
+            .memtable
+            .resolve_remote(src_stag, src_to, len, self.pz_id, MemPriv::REMOTE_READ)
+            .map_err(RxReadFault::Access)?;
+        {
+            let mut c = self.lock();
+            if !Self::rx_connected(&c) {
+                return Err(RxReadFault::NotConnected);
+            }
+            if c.irq.len() >= c.ird {
+                return Err(RxReadFault::IrdExceeded);
+            }
+            c.irq.push_back(ReadWork {
+                sink_stag,
+                sink_to,
+                seg,
+            });
+        }
+        self.pump();
+        Ok(())
+    }
+
+    /// Inbound RDMA Read Response: matched to the oldest outstanding read and placed into its
+    /// local iov. Returns false on a protocol error (no read outstanding, or wrong length).
+    pub(crate) fn rx_read_response(&self, payload: Payload<'_>) -> RxResponse {
+        let wr = {
+            let mut c = self.lock();
+            if !Self::rx_connected(&c) {
+                // The connection ended under the response (the read was flushed).
+                return RxResponse::NotConnected;
+            }
+            let Some(head) = c.orq.front() else {
+                return RxResponse::Unexpected;
+            };
+            let len = payload.len();
+            if len != head.remote.segment_length || len > head.total {
+                return RxResponse::Unexpected;
+            }
+            scatter(payload, &head.segs);
+            c.orq.pop_front().expect("head exists")
+        };
+        self.complete_send(&wr, DtoStatus::Success, wr.remote.segment_length);
+        self.pump();
+        RxResponse::Placed
+    }
+
+    // Streamed receive side: byte-stream links deliver a message segment by segment.
+
+    /// First segment of an inbound Send: takes the receive buffer (own queue or SRQ) that the
+    /// whole message goes into. On `NoBuffer` the peer is marked waiting, so a post wakes the
+    /// link through [`Connection::wake_peer`].
+    pub(crate) fn rx_send_take(&self) -> RxTake {
+        let mut c = self.lock();
+        if !Self::rx_connected(&c) {
+            return RxTake::NotConnected;
+        }
+        match self.take_recv(&mut c) {
+            Some(wr) => RxTake::Buffer(wr),
+            None => RxTake::NoBuffer,
+        }
+    }
+
+    /// The next receive buffer (own queue or SRQ); with none, the peer is marked waiting.
+    /// [`take_recv`](Self::take_recv) for a message placed at once (loopback): also `None`,
+    /// with the peer waiting, while not connected yet (the accept is still settling).
+    fn take_recv_connected(&self, c: &mut QpCore) -> Option<RecvWr> {
+        if !Self::rx_connected(c) {
+            c.peer_waiting = true;
+            return None;
+        }
+        self.take_recv(c)
+    }
+
+    fn take_recv(&self, c: &mut QpCore) -> Option<RecvWr> {
+        let wr = match &self.srq {
+            None => c.rq.pop_front(),
+            Some(srq) => srq.take(),
+        };
+        if wr.is_none() {
+            c.peer_waiting = true;
+        }
+        wr
+    }
+
+    /// Completes a receive taken by [`Qp::rx_send_take`].
+    pub(crate) fn rx_send_done(&self, wr: &RecvWr, status: DtoStatus, len: u64, solicited: bool) {
+        let recv_flags = self.lock().attr.recv_completion_flags;
+        self.complete_recv(wr, status, len, solicited, recv_flags);
+    }
+
+    /// Completes a receive taken by [`Qp::rx_send_take`] for an inbound RFC 7306 Immediate
+    /// Data message that ends an RDMA Write with Immediate Data (its data was placed before, in
+    /// stream order): RECV_IMMED with `immediate` and the write's length `len`.
+    pub(crate) fn rx_immed_done(&self, wr: &RecvWr, immediate: u32, len: u64, solicited: bool) {
+        let recv_flags = self.lock().attr.recv_completion_flags;
+        self.complete_recv_as(
+            wr,
+            DtoStatus::Success,
+            len,
+            solicited,
+            recv_flags,
+            Some(immediate),
+        );
+    }
+
+    /// One segment of an inbound RDMA Read Response: placed into the oldest outstanding read
+    /// at the offset its tagged offset names. Segments must continue the read in order, carry
+    /// the read's sink STag and not run past its length; `last` must end it exactly.
+    pub(crate) fn rx_read_response_segment(
+        &self,
+        stag: u32,
+        to: u64,
+        bytes: &[u8],
+        last: bool,
+    ) -> RxResponse {
+        self.rx_read_response_with(stag, to, bytes.len() as u64, last, |segs, at| {
+            place_at(bytes, segs, at);
+            bytes.len() as u64
+        })
+    }
+
+    /// [`Qp::rx_read_response_segment`] for a link that places the `len` payload bytes
+    /// itself: the segment is checked against the oldest outstanding read (STag, TO, length,
+    /// `last` ending it exactly), then `fill(sink, offset)` places a prefix of it into the
+    /// read's scatter list `sink` from byte `offset` on, under the endpoint's lock (a flush
+    /// cannot complete the read meanwhile), and returns how many bytes it placed. The read
+    /// completes once a `last` segment is placed whole; a link that placed part of it calls
+    /// again for the rest.
+    pub(crate) fn rx_read_response_with(
+        &self,
+        stag: u32,
+        to: u64,
+        len: u64,
+        last: bool,
+        fill: impl FnOnce(&[Seg], u64) -> u64,
+    ) -> RxResponse {
+        let wr = {
+            let mut c = self.lock();
+            if !Self::rx_connected(&c) {
+                return RxResponse::NotConnected;
+            }
+            let Some(head) = c.orq.front_mut() else {
+                return RxResponse::Unexpected;
+            };
+            let want = head.remote.segment_length;
+            let got = head.resp_got;
+            let end = got.checked_add(len);
+            if stag != head.sink_stag
+                || head.sink_to.checked_add(got) != Some(to)
+                || end.is_none_or(|e| e > want || e > head.total)
+                || (last && end != Some(want))
+            {
+                return RxResponse::Unexpected;
+            }
+            let placed = fill(&head.segs, got).min(len);
+            head.resp_got = got + placed;
+            if !last || placed < len {
+                return RxResponse::Placed;
+            }
+            c.orq.pop_front().expect("head exists")
+        };
+        self.complete_send(&wr, DtoStatus::Success, wr.remote.segment_length);
+        self.pump();
+        RxResponse::Placed
+    }
+
+    /// The peer refused the oldest outstanding read (its Terminate names a Read Request): it
+    /// completes with `status` before the connection's end flushes the rest.
+    pub(crate) fn fail_oldest_read(&self, status: DtoStatus) {
+        let wr = self.lock().orq.pop_front();
+        if let Some(wr) = wr {
+            self.complete_send(&wr, status, 0);
+        }
+    }
+}
+
+/// What an inbound Send found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxSend {
+    /// Placed and completed.
+    Placed,
+    /// No receive buffer was posted (RNR): the sender waits for a wake.
+    NoBuffer,
+    /// The message was longer than the receive buffer: completed with LENGTH_ERROR.
+    TooLong,
+}
+
+/// What an inbound RDMA Write with Immediate Data found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxWriteImmed {
+    /// Placed, and a receive buffer completed with the immediate data.
+    Placed,
+    /// No receive buffer was posted (RNR): nothing was placed; the sender waits for a wake.
+    NoBuffer,
+    /// The memory table refused the sink.
+    Access(RemoteFault),
+}
+
+/// What the first segment of an inbound Send found.
+#[allow(clippy::large_enum_variant)] // returned once per message, moved straight out
+pub(crate) enum RxTake {
+    /// This receive buffer takes the message.
+    Buffer(RecvWr),
+    /// No receive buffer is posted: the peer is marked waiting.
+    NoBuffer,
+    /// The endpoint is not connected (any more).
+    NotConnected,
+}
+
+/// What an inbound RDMA Read Response found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxResponse {
+    /// Placed into the oldest outstanding read (which completed if it was its end).
+    Placed,
+    /// The endpoint is not connected (any more).
+    NotConnected,
+    /// No read was outstanding, or the length is wrong: a protocol error.
+    Unexpected,
+}
+
+/// Why an inbound RDMA Write was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxWriteFault {
+    /// The memory table refused the sink.
+    Access(RemoteFault),
+    /// The endpoint is not connected (any more).
+    NotConnected,
+}
+
+/// Why an inbound RDMA Read Request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RxReadFault {
+    /// The memory table refused the source.
+    Access(RemoteFault),
+    /// More reads outstanding than the negotiated IRD.
+    IrdExceeded,
+    /// The endpoint is not connected.
+    NotConnected,
+}
+
+/// Copies `bytes` into the scatter list `dst` starting `offset` bytes into it. Returns false
+/// (copying nothing) if they do not fit.
+pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> bool {
+    let total: u64 = dst.iter().map(|s| s.len as u64).sum();
+    if offset
+        .checked_add(bytes.len() as u64)
+        .is_none_or(|end| end > total)
+    {
+        return false;
+    }
+    let mut src = bytes;
+    for (i, at, k) in seg_span(dst, offset, bytes.len()) {
+        let d = &dst[i];
+        d.region.copy_in(d.offset + at, &src[..k]);
+        src = &src[k..];
+    }
+    true
+}
+
+/// Copies `src` into the scatter list `dst` in order: front segments full, at most one partial,
+/// the rest untouched. The caller has checked that `src` fits.
+fn scatter(src: Payload<'_>, dst: &[Seg]) {
+    let mut di = 0usize; // destination segment
+    let mut doff = 0usize; // offset inside it
+    let mut put = |mut copy: &mut dyn FnMut(&Seg, usize, usize, usize), mut n: usize| {
+        let mut soff = 0usize;
+        while n > 0 && di < dst.len() {
+            let d = &dst[di];
+            let room = d.len - doff;
+            let k = room.min(n);
+            copy(d, d.offset + doff, soff, k);
+            doff += k;
+            soff += k;
+            n -= k;
+            if doff == d.len {
+                di += 1;
+                doff = 0;
+            }
+        }
+        let _ = &mut copy;
+    };
+    match src {
+        Payload::Bytes(b) => {
+            place_at(b, dst, 0);
+        }
+        Payload::Segs(ss) => {
+            for s in ss {
+                put(
+                    &mut |d, at, so, k| {
+                        s.region.copy_to(s.offset + so, &d.region, at, k);
+                    },
+                    s.len,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The transmit side of a QP: one thread at a time drains the SQ and IRQ into the link.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Qp, ReadWork, ReqOp, SendWr};
+use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
+use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpState, RmrTriplet};
+
+impl Qp {
+    /// Drives the send side: transmits queued work while the link takes it. Never blocks: if
+    /// another thread is already transmitting for this EP, it is told to go round once more.
+    pub(crate) fn pump(&self) {
+        loop {
+            self.tx_pending.store(true, Ordering::SeqCst);
+            if self
+                .tx_busy
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                return; // the transmitting thread will see tx_pending
+            }
+            while self.tx_pending.swap(false, Ordering::SeqCst) {
+                self.drain_tx();
+            }
+            self.tx_busy.store(false, Ordering::SeqCst);
+            if !self.tx_pending.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    fn drain_tx(&self) {
+        #[allow(clippy::large_enum_variant)] // lives on the stack for one iteration
+        enum Work {
+            Resp(ReadWork),
+            Wr(SendWr),
+            ReadReq {
+                sink_stag: u32,
+                sink_to: u64,
+                len: u64,
+                remote: RmrTriplet,
+            },
+        }
+        loop {
+            let (work, conn) = {
+                let mut c = self.lock();
+                if !matches!(c.state, EpState::Connected | EpState::DisconnectPending) {
+                    return;
+                }
+                let Some(conn) = c.conn.clone() else { return };
+                if c.tx_stalled {
+                    return; // the link calls tx_drained when it has written its message
+                }
+                if let Some(r) = c.irq.pop_front() {
+                    (Work::Resp(r), conn)
+                } else if let Some(head) = c.sq.front() {
+                    if self.rnr_blocked.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if head.flags.contains(CompletionFlags::BARRIER_FENCE) && !c.orq.is_empty() {
+                        return; // resumes when the last outstanding read completes
+                    }
+                    if head.op == ReqOp::Read && c.orq.len() >= c.ord {
+                        return; // ORD reached: the read waits in the send queue
+                    }
+                    let mut wr = c.sq.pop_front().expect("head exists");
+                    if wr.op == ReqOp::Read {
+                        // Into the ORQ before the request leaves: the response may come back
+                        // before transmit returns.
+                        wr.sink_to = wr
+                            .segs
+                            .first()
+                            .map(|s| s.region.addr() + s.offset as u64)
+                            .unwrap_or(0);
+                        let w = Work::ReadReq {
+                            sink_stag: wr.sink_stag,
+                            sink_to: wr.sink_to,
+                            len: wr.remote.segment_length,
+                            remote: wr.remote,
+                        };
+                        c.orq.push_back(wr);
+                        (w, conn)
+                    } else {
+                        (Work::Wr(wr), conn)
+                    }
+                } else {
+                    let graceful_done = c.state == EpState::DisconnectPending && c.orq.is_empty();
+                    drop(c);
+                    if graceful_done {
+                        self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
+                    }
+                    return;
+                }
+            };
+            match work {
+                Work::Resp(r) => {
+                    let segs = [r.seg];
+                    let out = conn.transmit(OutMsg::ReadResponse {
+                        sink_stag: r.sink_stag,
+                        sink_to: r.sink_to,
+                        payload: Payload::Segs(&segs),
+                    });
+                    match out {
+                        TxOutcome::Sent => {}
+                        TxOutcome::Queued => {
+                            if self.stall_tx(None, &conn) {
+                                return;
+                            }
+                        }
+                        TxOutcome::PeerClosed => {
+                            self.end_connection_of(
+                                conn.id(),
+                                ConnectionEventKind::Disconnected,
+                                true,
+                            );
+                            return;
+                        }
+                        _ => {
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
+                            return;
+                        }
+                    }
+                }
+                Work::ReadReq {
+                    sink_stag,
+                    sink_to,
+                    len,
+                    remote,
+                } => {
+                    let out = conn.transmit(OutMsg::ReadRequest {
+                        sink_stag,
+                        sink_to,
+                        len,
+                        src_stag: remote.rmr_context,
+                        src_to: remote.virtual_address,
+                    });
+                    match out {
+                        TxOutcome::Sent => {}
+                        TxOutcome::Queued => {
+                            if self.stall_tx(None, &conn) {
+                                return;
+                            }
+                        }
+                        TxOutcome::Failed(status) => {
+                            // The peer refused the read: complete it (it is the ORQ's newest)
+                            // with the peer's reason, then break.
+                            let wr = self.lock().orq.pop_back();
+                            if let Some(wr) = wr {
+                                self.complete_send(&wr, status, 0);
+                            }
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
+                            return;
+                        }
+                        TxOutcome::NotReady | TxOutcome::Broken => {
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
+                            return;
+                        }
+                        TxOutcome::PeerClosed => {
+                            // The read is in the ORQ: the end flushes it.
+                            self.end_connection_of(
+                                conn.id(),
+                                ConnectionEventKind::Disconnected,
+                                true,
+                            );
+                            return;
+                        }
+                    }
+                }
+                Work::Wr(wr) => {
+                    let wakes = self.rnr_wakes.load(Ordering::SeqCst);
+                    let out = match wr.op {
+                        ReqOp::Send => conn.transmit(OutMsg::Send {
+                            solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
+                            payload: Payload::Segs(&wr.segs),
+                        }),
+                        ReqOp::WriteImmed(immediate) => conn.transmit(OutMsg::WriteImmed {
+                            stag: wr.remote.rmr_context,
+                            to: wr.remote.virtual_address,
+                            payload: Payload::Segs(&wr.segs),
+                            immediate,
+                            solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
+                        }),
+                        _ => conn.transmit(OutMsg::Write {
+                            stag: wr.remote.rmr_context,
+                            to: wr.remote.virtual_address,
+                            payload: Payload::Segs(&wr.segs),
+                        }),
+                    };
+                    match out {
+                        TxOutcome::Sent => self.complete_send(&wr, DtoStatus::Success, wr.total),
+                        TxOutcome::Queued => {
+                            if self.stall_tx(Some(wr), &conn) {
+                                return;
+                            }
+                        }
+                        TxOutcome::NotReady => {
+                            if !self.requeue_head(wr, &conn) {
+                                return;
+                            }
+                            // Block, unless a wake came in meanwhile (checked after setting, so
+                            // no wake is lost; see wake_from_peer).
+                            self.rnr_blocked.store(true, Ordering::SeqCst);
+                            if self.rnr_wakes.load(Ordering::SeqCst) != wakes {
+                                self.rnr_blocked.store(false, Ordering::SeqCst);
+                                continue;
+                            }
+                            return;
+                        }
+                        TxOutcome::Failed(status) => {
+                            self.complete_send(&wr, status, 0);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
+                            return;
+                        }
+                        TxOutcome::Broken => {
+                            self.requeue_head(wr, &conn);
+                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
+                            return;
+                        }
+                        TxOutcome::PeerClosed => {
+                            self.requeue_head(wr, &conn);
+                            self.end_connection_of(
+                                conn.id(),
+                                ConnectionEventKind::Disconnected,
+                                true,
+                            );
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The link took a message it could not write at once: remember the WR (completed by
+    /// [`Qp::tx_drained`]) and stop transmitting. Returns true if the caller must stop
+    /// (false: the link already drained it meanwhile, go on).
+    fn stall_tx(&self, wr: Option<SendWr>, conn: &Arc<dyn Connection>) -> bool {
+        let mut c = self.lock();
+        if c.conn.as_ref().is_none_or(|cur| cur.id() != conn.id()) {
+            // The connection ended while the message was being written: it is flushed here.
+            drop(c);
+            if let Some(wr) = wr {
+                self.complete_send(&wr, DtoStatus::Flushed, 0);
+            }
+            return true;
+        }
+        if std::mem::take(&mut c.tx_drained_early) {
+            drop(c);
+            if let Some(wr) = wr {
+                self.complete_send(&wr, DtoStatus::Success, wr.total);
+            }
+            return false;
+        }
+        c.tx_stalled = true;
+        c.tx_inflight = wr;
+        true
+    }
+
+    /// The link has handed the whole of its queued message to the transport: the message
+    /// completes and transmission resumes.
+    pub(crate) fn tx_drained(&self, conn_id: u64) {
+        let wr = {
+            let mut c = self.lock();
+            if c.conn.as_ref().is_none_or(|cur| cur.id() != conn_id) {
+                return;
+            }
+            if !c.tx_stalled {
+                // Raced ahead of stall_tx, which completes the message itself.
+                c.tx_drained_early = true;
+                return;
+            }
+            c.tx_stalled = false;
+            c.tx_inflight.take()
+        };
+        if let Some(wr) = wr {
+            self.complete_send(&wr, DtoStatus::Success, wr.total);
+        }
+        self.pump();
+    }
+
+    /// Puts `wr`, taken off the send queue to go out on `conn`, back at the head if `conn` is
+    /// still the endpoint's connection. Otherwise the connection ended while `wr` was in flight
+    /// and its flush did not see it: `wr` completes as flushed here, so that it is neither lost
+    /// nor sent on a later connection. Returns whether it was requeued.
+    fn requeue_head(&self, wr: SendWr, conn: &Arc<dyn Connection>) -> bool {
+        let mut c = self.lock();
+        if c.conn.as_ref().is_some_and(|cur| cur.id() == conn.id()) {
+            c.sq.push_front(wr);
+            return true;
+        }
+        drop(c);
+        self.complete_send(&wr, DtoStatus::Flushed, 0);
+        false
+    }
+
+    /// The peer posted a receive buffer: a Send blocked on it may go.
+    pub(crate) fn wake_from_peer(&self) {
+        self.rnr_wakes.fetch_add(1, Ordering::SeqCst);
+        self.rnr_blocked.store(false, Ordering::SeqCst);
+        self.pump();
+    }
+}

@@ -1,0 +1,3 @@
+//! White-box tests through the DAT layer that need the crate's internals.
+
+mod tcp_handoff;
