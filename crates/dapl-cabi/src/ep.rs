@@ -146,8 +146,8 @@ pub(crate) unsafe extern "C" fn ep_create(
     attr: *const DAT_EP_ATTR,
     ep: *mut DAT_EP_HANDLE,
 ) -> DAT_RETURN {
-    let attr = In::new(attr);
-    let ep = Out::new(ep);
+    c_ptrs!(attr: In);
+    c_ptrs!(ep: Out);
     guard("ep_create", || {
         create(ia, pz, recv_evd, request_evd, connect_evd, None, &attr, &ep)
     })
@@ -164,8 +164,8 @@ pub(crate) unsafe extern "C" fn ep_create_with_srq(
     attr: *const DAT_EP_ATTR,
     ep: *mut DAT_EP_HANDLE,
 ) -> DAT_RETURN {
-    let attr = In::new(attr);
-    let ep = Out::new(ep);
+    c_ptrs!(attr: In);
+    c_ptrs!(ep: Out);
     guard("ep_create_with_srq", || {
         create(
             ia,
@@ -185,7 +185,7 @@ pub(crate) unsafe extern "C" fn ep_query(
     _mask: DAT_EP_PARAM_MASK,
     param: *mut DAT_EP_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("ep_query", || {
         let (h, e) = handle::ep(ep)?;
         if param.is_null() {
@@ -230,7 +230,7 @@ pub(crate) unsafe extern "C" fn ep_modify(
     mask: DAT_EP_PARAM_MASK,
     param: *const DAT_EP_PARAM,
 ) -> DAT_RETURN {
-    let param = In::new(param);
+    c_ptrs!(param: In);
     guard("ep_modify", || {
         let (_, e) = handle::ep(ep)?;
         let p = param.get(3)?;
@@ -271,8 +271,9 @@ pub(crate) unsafe extern "C" fn ep_connect(
     _qos: DAT_QOS,
     _flags: DAT_CONNECT_FLAGS,
 ) -> DAT_RETURN {
-    let addr = In::new(addr);
-    let private_data = In::new(private_data as *const u8);
+    c_ptrs!(addr: In);
+    let private_data = private_data as *const u8;
+    c_ptrs!(private_data: In);
     guard("ep_connect", || {
         let (_, e) = handle::ep(ep)?;
         let to = remote(&addr)?;
@@ -289,7 +290,8 @@ pub(crate) unsafe extern "C" fn ep_dup_connect(
     private_data: DAT_PVOID,
     _qos: DAT_QOS,
 ) -> DAT_RETURN {
-    let private_data = In::new(private_data as *const u8);
+    let private_data = private_data as *const u8;
+    c_ptrs!(private_data: In);
     guard("ep_dup_connect", || {
         let (_, e) = handle::ep(ep)?;
         let (_, d) = handle::ep(dup)?;
@@ -329,7 +331,7 @@ pub(crate) unsafe extern "C" fn ep_post_send(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
+    c_ptrs!(segs: In);
     guard("ep_post_send", || {
         let (_, e) = handle::ep(ep)?;
         let v = iov(3, &segs, n as i64)?;
@@ -345,7 +347,7 @@ pub(crate) unsafe extern "C" fn ep_post_recv(
     cookie: DAT_DTO_COOKIE,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
+    c_ptrs!(segs: In);
     guard("ep_post_recv", || {
         let (_, e) = handle::ep(ep)?;
         let v = iov(3, &segs, n as i64)?;
@@ -362,7 +364,7 @@ pub(crate) unsafe extern "C" fn ep_post_rdma_read(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let (segs, remote) = (In::new(segs), In::new(remote));
+    c_ptrs!(segs: In, remote: In);
     guard("ep_post_rdma_read", || {
         post_rdma(
             ep,
@@ -415,7 +417,7 @@ pub(crate) unsafe extern "C" fn ep_post_rdma_write(
     remote: *const DAT_RMR_TRIPLET,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let (segs, remote) = (In::new(segs), In::new(remote));
+    c_ptrs!(segs: In, remote: In);
     guard("ep_post_rdma_write", || {
         post_rdma(
             ep,
@@ -458,9 +460,9 @@ pub(crate) unsafe extern "C" fn ep_get_status(
     recv_idle: *mut DAT_BOOLEAN,
     request_idle: *mut DAT_BOOLEAN,
 ) -> DAT_RETURN {
-    let state = Out::new(state);
-    let recv_idle = Out::new(recv_idle);
-    let request_idle = Out::new(request_idle);
+    c_ptrs!(state: Out);
+    c_ptrs!(recv_idle: Out);
+    c_ptrs!(request_idle: Out);
     guard("ep_get_status", || {
         let (_, e) = handle::ep(ep)?;
         let (s, recv_busy, req_busy) = e.ep.get_status().dat()?;
@@ -490,8 +492,8 @@ pub(crate) unsafe extern "C" fn ep_recv_query(
     nbufs: *mut DAT_COUNT,
     span: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    let nbufs = Out::new(nbufs);
-    let span = Out::new(span);
+    c_ptrs!(nbufs: Out);
+    c_ptrs!(span: Out);
     guard("ep_recv_query", || {
         let (_, e) = handle::ep(ep)?;
         let (n, bytes) = e.ep.recv_query().dat()?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use dapl::EvdFlags;
 
 use crate::conv::{from_count, to_count};
-use crate::cptr::{bad_arg, In, Out};
+use crate::cptr::bad_arg;
 use crate::event::to_c;
 use crate::ffi::*;
 use crate::handle::{self, ia_index, Handle, Obj};
@@ -31,7 +31,7 @@ pub(crate) unsafe extern "C" fn evd_create(
     flags: DAT_EVD_FLAGS,
     evd: *mut DAT_EVD_HANDLE,
 ) -> DAT_RETURN {
-    let evd = Out::new(evd);
+    c_ptrs!(evd: Out);
     guard("evd_create", || {
         let (h, iac) = handle::ia(ia)?;
         let cno = cno_arg(cno)?;
@@ -54,7 +54,7 @@ pub(crate) unsafe extern "C" fn evd_query(
     mask: DAT_EVD_PARAM_MASK,
     param: *mut DAT_EVD_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("evd_query", || {
         let (h, e) = handle::evd(evd)?;
         let _ = mask;
@@ -117,8 +117,8 @@ pub(crate) unsafe extern "C" fn evd_wait(
     event: *mut DAT_EVENT,
     nmore: *mut DAT_COUNT,
 ) -> DAT_RETURN {
-    let event = Out::new(event);
-    let nmore = Out::new(nmore);
+    c_ptrs!(event: Out);
+    c_ptrs!(nmore: Out);
     guard("evd_wait", || {
         let (h, e) = handle::evd(evd)?;
         if event.is_null() {
@@ -135,7 +135,7 @@ pub(crate) unsafe extern "C" fn evd_dequeue(
     evd: DAT_EVD_HANDLE,
     event: *mut DAT_EVENT,
 ) -> DAT_RETURN {
-    let event = Out::new(event);
+    c_ptrs!(event: Out);
     guard("evd_dequeue", || {
         let (h, e) = handle::evd(evd)?;
         if event.is_null() {
@@ -160,7 +160,7 @@ pub(crate) unsafe extern "C" fn evd_post_se(
     evd: DAT_EVD_HANDLE,
     event: *const DAT_EVENT,
 ) -> DAT_RETURN {
-    let event = In::new(event);
+    c_ptrs!(event: In);
     guard("evd_post_se", || {
         let (_, e) = handle::evd(evd)?;
         let ev = event.get(2)?;
@@ -188,7 +188,7 @@ pub(crate) unsafe extern "C" fn cno_create(
     _agent: DAT_OS_WAIT_PROXY_AGENT,
     cno: *mut DAT_CNO_HANDLE,
 ) -> DAT_RETURN {
-    let cno = Out::new(cno);
+    c_ptrs!(cno: Out);
     guard("cno_create", || {
         let (h, iac) = handle::ia(ia)?;
         if cno.is_null() {
@@ -213,7 +213,7 @@ pub(crate) unsafe extern "C" fn cno_query(
     _mask: DAT_CNO_PARAM_MASK,
     param: *mut DAT_CNO_PARAM,
 ) -> DAT_RETURN {
-    let mut param = Out::new(param);
+    c_ptrs!(mut param: Out);
     guard("cno_query", || {
         let (h, _) = handle::cno(cno)?;
         let p = param.as_mut(3)?;
@@ -238,7 +238,7 @@ pub(crate) unsafe extern "C" fn cno_wait(
     time_out: DAT_TIMEOUT,
     evd: *mut DAT_EVD_HANDLE,
 ) -> DAT_RETURN {
-    let evd = Out::new(evd);
+    c_ptrs!(evd: Out);
     guard("cno_wait", || {
         let (_, c) = handle::cno(cno)?;
         if evd.is_null() {

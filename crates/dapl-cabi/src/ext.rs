@@ -1,7 +1,6 @@
 //! The DAT IB extension operations (called from the `va_list` shim in csrc/ext_shim.c).
 
 use crate::conv::rmr_triplet;
-use crate::cptr::In;
 use crate::ffi::*;
 use crate::handle;
 use crate::mem::{completion_flags, iov};
@@ -23,8 +22,8 @@ pub unsafe extern "C" fn daplrs_ext_rdma_write_immed(
     immediate: u32,
     flags: DAT_COMPLETION_FLAGS,
 ) -> DAT_RETURN {
-    let local = In::new(local);
-    let remote = In::new(remote);
+    c_ptrs!(local: In);
+    c_ptrs!(remote: In);
     guard("dat_ib_post_rdma_write_immed", || {
         let (_, e) = handle::ep(ep)?;
         let v = iov(3, &local, segments as i64)?;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use dapl::InterfaceAdapter;
 
 use crate::conv::{close_flags, from_count, to_count, to_seg};
-use crate::cptr::{bad_arg, zeroed, In, Out};
+use crate::cptr::{bad_arg, zeroed};
 use crate::ffi::*;
 use crate::handle::{self, sockaddr, Handle, IaC, Obj};
 use crate::{err, guard, Dat};
@@ -58,9 +58,9 @@ pub(crate) unsafe extern "C" fn ia_open(
     async_evd: *mut DAT_EVD_HANDLE,
     ia: *mut DAT_IA_HANDLE,
 ) -> DAT_RETURN {
-    let name = In::new(name);
-    let async_evd = Out::new(async_evd);
-    let ia = Out::new(ia);
+    c_ptrs!(name: In);
+    c_ptrs!(async_evd: Out);
+    c_ptrs!(ia: Out);
     guard("ia_open", || {
         let name = name.str(1)?;
         let entry = crate::provider::entry(name)
@@ -101,9 +101,9 @@ pub(crate) unsafe extern "C" fn ia_query(
     provider_attr_mask: DAT_PROVIDER_ATTR_MASK,
     provider_attr: *mut DAT_PROVIDER_ATTR,
 ) -> DAT_RETURN {
-    let async_evd = Out::new(async_evd);
-    let mut ia_attr = Out::new(ia_attr);
-    let mut provider_attr = Out::new(provider_attr);
+    c_ptrs!(async_evd: Out);
+    c_ptrs!(mut ia_attr: Out);
+    c_ptrs!(mut provider_attr: Out);
     guard("ia_query", || {
         let (_, iac) = handle::ia(ia)?;
         if ia_attr.is_null() && ia_attr_mask != 0 {
@@ -235,7 +235,7 @@ pub(crate) unsafe extern "C" fn get_consumer_context(
     h: DAT_HANDLE,
     context: *mut DAT_CONTEXT,
 ) -> DAT_RETURN {
-    let context = Out::new(context);
+    c_ptrs!(context: Out);
     guard("get_consumer_context", || {
         let v = any(h)?.context.load(std::sync::atomic::Ordering::Relaxed);
         context.put(2, DAT_CONTEXT { as_64: v })
@@ -246,7 +246,7 @@ pub(crate) unsafe extern "C" fn get_handle_type(
     h: DAT_HANDLE,
     ty: *mut DAT_HANDLE_TYPE,
 ) -> DAT_RETURN {
-    let ty = Out::new(ty);
+    c_ptrs!(ty: Out);
     guard("get_handle_type", || ty.put(2, any(h)?.kind.handle_type()))
 }
 

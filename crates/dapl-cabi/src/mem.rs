@@ -7,7 +7,7 @@ use arrayvec::ArrayVec;
 use dapl::{CompletionFlags, LmrTriplet, MemPriv};
 
 use crate::conv::lmr_triplet;
-use crate::cptr::{bad_arg, zeroed, In, Out};
+use crate::cptr::{bad_arg, zeroed, In};
 use crate::ffi::*;
 use crate::handle::{self, ia_index, Handle, Kind, LmrC, Obj};
 use crate::ia::context_bits;
@@ -51,7 +51,7 @@ fn lmr_privileges(p: DAT_MEM_PRIV_FLAGS) -> MemPriv {
 }
 
 pub(crate) unsafe extern "C" fn pz_create(ia: DAT_IA_HANDLE, pz: *mut DAT_PZ_HANDLE) -> DAT_RETURN {
-    let pz = Out::new(pz);
+    c_ptrs!(pz: Out);
     guard("pz_create", || {
         let (h, iac) = handle::ia(ia)?;
         if pz.is_null() {
@@ -68,7 +68,7 @@ pub(crate) unsafe extern "C" fn pz_query(
     _mask: DAT_PZ_PARAM_MASK,
     param: *mut DAT_PZ_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("pz_query", || {
         let (h, _) = handle::pz(pz)?;
         param.put(
@@ -104,11 +104,11 @@ pub(crate) unsafe extern "C" fn lmr_create(
     registered_length: *mut DAT_VLEN,
     registered_address: *mut DAT_VADDR,
 ) -> DAT_RETURN {
-    let lmr = Out::new(lmr);
-    let lmr_context = Out::new(lmr_context);
-    let rmr_context = Out::new(rmr_context);
-    let registered_length = Out::new(registered_length);
-    let registered_address = Out::new(registered_address);
+    c_ptrs!(lmr: Out);
+    c_ptrs!(lmr_context: Out);
+    c_ptrs!(rmr_context: Out);
+    c_ptrs!(registered_length: Out);
+    c_ptrs!(registered_address: Out);
     guard("lmr_create", || {
         let (h, _) = handle::ia(ia)?;
         let (pzh, p) = handle::pz(pz)?;
@@ -168,7 +168,7 @@ pub(crate) unsafe extern "C" fn lmr_query(
     _mask: DAT_LMR_PARAM_MASK,
     param: *mut DAT_LMR_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("lmr_query", || {
         let (h, l) = handle::lmr(lmr)?;
         let q = l.lmr.query().dat()?;
@@ -210,7 +210,7 @@ pub(crate) unsafe extern "C" fn lmr_sync_rdma_read(
     segs: *const DAT_LMR_TRIPLET,
     n: DAT_VLEN,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
+    c_ptrs!(segs: In);
     guard("lmr_sync_rdma_read", || lmr_sync(ia, segs, n))
 }
 
@@ -219,7 +219,7 @@ pub(crate) unsafe extern "C" fn lmr_sync_rdma_write(
     segs: *const DAT_LMR_TRIPLET,
     n: DAT_VLEN,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
+    c_ptrs!(segs: In);
     guard("lmr_sync_rdma_write", || lmr_sync(ia, segs, n))
 }
 
@@ -227,7 +227,7 @@ pub(crate) unsafe extern "C" fn rmr_create(
     pz: DAT_PZ_HANDLE,
     rmr: *mut DAT_RMR_HANDLE,
 ) -> DAT_RETURN {
-    let rmr = Out::new(rmr);
+    c_ptrs!(rmr: Out);
     guard("rmr_create", || {
         let (pzh, p) = handle::pz(pz)?;
         if rmr.is_null() {
@@ -252,7 +252,7 @@ pub(crate) unsafe extern "C" fn rmr_query(
     _mask: DAT_RMR_PARAM_MASK,
     param: *mut DAT_RMR_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("rmr_query", || {
         let (h, o) = handle::get(rmr, Kind::Rmr)?;
         let Obj::Rmr(r, pzh) = o else {
@@ -289,8 +289,8 @@ pub(crate) unsafe extern "C" fn rmr_bind(
     flags: DAT_COMPLETION_FLAGS,
     context: *mut DAT_RMR_CONTEXT,
 ) -> DAT_RETURN {
-    let triplet = In::new(triplet);
-    let context = Out::new(context);
+    c_ptrs!(triplet: In);
+    c_ptrs!(context: Out);
     guard("rmr_bind", || {
         let (_, r) = handle::rmr(rmr)?;
         let (_, l) = handle::lmr(lmr)?;

@@ -2,7 +2,7 @@
 
 use dapl::PspFlags;
 
-use crate::cptr::{bad_arg, zeroed, In, Out};
+use crate::cptr::{bad_arg, zeroed};
 use crate::ffi::*;
 use crate::handle::{self, ia_index, Handle, Kind, Obj};
 use crate::{guard, Dat};
@@ -22,7 +22,7 @@ pub(crate) unsafe extern "C" fn psp_create(
     flags: DAT_PSP_FLAGS,
     psp: *mut DAT_PSP_HANDLE,
 ) -> DAT_RETURN {
-    let psp = Out::new(psp);
+    c_ptrs!(psp: Out);
     guard("psp_create", || {
         let (h, iac) = handle::ia(ia)?;
         let (eh, e) = handle::evd(evd)?;
@@ -43,8 +43,8 @@ pub(crate) unsafe extern "C" fn psp_create_any(
     flags: DAT_PSP_FLAGS,
     psp: *mut DAT_PSP_HANDLE,
 ) -> DAT_RETURN {
-    let qual = Out::new(qual);
-    let psp = Out::new(psp);
+    c_ptrs!(qual: Out);
+    c_ptrs!(psp: Out);
     guard("psp_create_any", || {
         let (h, iac) = handle::ia(ia)?;
         let (eh, e) = handle::evd(evd)?;
@@ -64,7 +64,7 @@ pub(crate) unsafe extern "C" fn psp_query(
     _mask: DAT_PSP_PARAM_MASK,
     param: *mut DAT_PSP_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("psp_query", || {
         let (h, o) = handle::get(psp, Kind::Psp)?;
         let Obj::Psp(sp, evd, flags) = o else {
@@ -103,7 +103,7 @@ pub(crate) unsafe extern "C" fn rsp_create(
     evd: DAT_EVD_HANDLE,
     rsp: *mut DAT_RSP_HANDLE,
 ) -> DAT_RETURN {
-    let rsp = Out::new(rsp);
+    c_ptrs!(rsp: Out);
     guard("rsp_create", || {
         let (h, iac) = handle::ia(ia)?;
         let (eph, e) = handle::ep(ep)?;
@@ -122,7 +122,7 @@ pub(crate) unsafe extern "C" fn rsp_query(
     _mask: DAT_RSP_PARAM_MASK,
     param: *mut DAT_RSP_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("rsp_query", || {
         let (h, o) = handle::get(rsp, Kind::Rsp)?;
         let Obj::Rsp(sp, ep, evd) = o else {
@@ -149,7 +149,7 @@ pub(crate) unsafe extern "C" fn cr_query(
     _mask: DAT_CR_PARAM_MASK,
     param: *mut DAT_CR_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("cr_query", || {
         let (_, c) = handle::cr(cr)?;
         let q = c.cr.query().dat()?;
@@ -175,7 +175,8 @@ pub(crate) unsafe extern "C" fn cr_accept(
     pdata_size: DAT_COUNT,
     private_data: DAT_PVOID,
 ) -> DAT_RETURN {
-    let private_data = In::new(private_data as *const u8);
+    let private_data = private_data as *const u8;
+    c_ptrs!(private_data: In);
     guard("cr_accept", || {
         let (h, c) = handle::cr(cr)?;
         let ep = if ep.is_null() {
@@ -197,7 +198,8 @@ pub(crate) unsafe extern "C" fn cr_reject(
     pdata_size: DAT_COUNT,
     private_data: DAT_PVOID,
 ) -> DAT_RETURN {
-    let private_data = In::new(private_data as *const u8);
+    let private_data = private_data as *const u8;
+    c_ptrs!(private_data: In);
     guard("cr_reject", || {
         let (h, c) = handle::cr(cr)?;
         let pd = private_data.slice(3, pdata_size as i64)?;

@@ -3,7 +3,7 @@
 use dapl::SrqAttr;
 
 use crate::conv::{from_count, to_count};
-use crate::cptr::{bad_arg, In, Out};
+use crate::cptr::bad_arg;
 use crate::ffi::*;
 use crate::handle::{self, ia_index, Handle, Kind, Obj};
 use crate::ia::context_bits;
@@ -21,8 +21,8 @@ pub(crate) unsafe extern "C" fn srq_create(
     attr: *mut DAT_SRQ_ATTR,
     srq: *mut DAT_SRQ_HANDLE,
 ) -> DAT_RETURN {
-    let attr = In::new(attr);
-    let srq = Out::new(srq);
+    c_ptrs!(attr: In);
+    c_ptrs!(srq: Out);
     guard("srq_create", || {
         let (h, iac) = handle::ia(ia)?;
         let (pzh, p) = handle::pz(pz)?;
@@ -56,7 +56,7 @@ pub(crate) unsafe extern "C" fn srq_post_recv(
     segs: *mut DAT_LMR_TRIPLET,
     cookie: DAT_DTO_COOKIE,
 ) -> DAT_RETURN {
-    let segs = In::new(segs);
+    c_ptrs!(segs: In);
     guard("srq_post_recv", || {
         let (_, s) = handle::srq(srq)?;
         let v = iov(3, &segs, n as i64)?;
@@ -69,7 +69,7 @@ pub(crate) unsafe extern "C" fn srq_query(
     _mask: DAT_SRQ_PARAM_MASK,
     param: *mut DAT_SRQ_PARAM,
 ) -> DAT_RETURN {
-    let param = Out::new(param);
+    c_ptrs!(param: Out);
     guard("srq_query", || {
         let (h, o) = handle::get(srq, Kind::Srq)?;
         let Obj::Srq(s, pzh) = o else {

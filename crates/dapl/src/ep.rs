@@ -641,7 +641,7 @@ impl Endpoint {
         };
         if let Some(t) = timeout {
             let weak = Arc::downgrade(&self.0.qp);
-            crate::timer::at(std::time::Instant::now() + t, move || {
+            crate::engine::timer::at(std::time::Instant::now() + t, move || {
                 if let Some(qp) = weak.upgrade() {
                     qp.attempt_failed(attempt, ConnectionEventKind::TimedOut, Vec::new());
                 }

@@ -62,7 +62,7 @@ pub mod pz;
 pub mod rmr;
 pub mod sp;
 pub mod srq;
-mod timer;
+
 pub mod types;
 
 pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};

@@ -6,3 +6,4 @@
 pub(crate) mod port;
 pub(crate) mod qp;
 pub(crate) mod srq;
+pub(crate) mod timer;

@@ -678,7 +678,7 @@ pub(crate) fn connect_failed(
     let now = Instant::now();
     if kind == ErrorKind::ConnectionRefused && now + REFUSED_RETRY_GAP < dial.refused_until {
         let ep = ep.clone();
-        crate::timer::at(now + REFUSED_RETRY_GAP, move || {
+        crate::engine::timer::at(now + REFUSED_RETRY_GAP, move || {
             if !ep.attempt_pending(attempt, EpState::ActiveConnectionPending) {
                 return;
             }
