@@ -5,7 +5,8 @@
 //! API promises, that every non-NULL pointer argument points at aligned, initialised (input)
 //! or writable (output) storage of the declared type (arrays: of the declared count) for the
 //! duration of the call. Each function's first lines wrap its pointer arguments in [`In`] or
-//! [`Out`] (`unsafe fn new`, called only there, on the caller's arguments), and from then on
+//! [`Out`] (`c_ptrs!`, which calls `unsafe fn new` on the function's own arguments and
+//! nowhere else), and from then on
 //! only these types touch the memory: the `unsafe` blocks below rely on that contract and
 //! check NULL themselves.
 
