@@ -1,0 +1,511 @@
+//! The transmit side: a message from the engine (`Connection::transmit`, `start_job`) is framed
+//! into FPDUs of at most MULPDU and written in batches of up to `BATCH_FPDUS` with one gathered
+//! `sendmsg` whose iovecs point straight into registered memory (headers, pads and CRCs from a
+//! small frame buffer; with CRC the payload is copied there too). What the socket does not take
+//! stays as the backlog (`Tx::job`, `Tx::ctl`) that `on_writable` finishes once epoll reports
+//! the socket writable, then telling the engine (`tx_drained`) if it waits for that. Control
+//! FPDUs (an RTR, a Read RTR's response, a Terminate) and MPA frames are queued ahead of the
+//! job; FPDUs wait while the responder holds them until the initiator's first one
+//! (`release_hold`). `on_writable` also ends a non-blocking connect and sends the MPA Request
+//! ([`mpa`](super::mpa)).
+//!
+//! All of it runs under the `tx` lock, last in the order rx -> engine -> tx: the engine is told
+//! of a drained backlog only once `tx` is let go.
+
+use std::io::ErrorKind;
+use std::net::Shutdown;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use arrayvec::ArrayVec;
+use iwarp::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
+use iwarp::fpdu::{fpdu_len, pad_len};
+use iwarp::rdmap::{ReadRequest, IMMEDIATE_DATA_LEN, MAX_SEGMENT_HEADER_LEN};
+use iwarp::{crc, Segment};
+
+use super::{Phase, TcpConn, Tx};
+use crate::engine::port::{OutMsg, Payload, TxOutcome};
+use crate::engine::qp::Segs;
+use crate::link::tcp::{self, lock};
+use crate::mem::region::{send_gather, IoPiece, MAX_GATHER};
+use crate::mem::seg_span;
+use crate::types::{DtoStatus, MAX_IOV};
+
+/// Most FPDUs framed into one gathered write.
+pub(super) const BATCH_FPDUS: usize = 20;
+
+/// Where a piece of a batched write comes from.
+#[derive(Clone, Copy)]
+pub(super) enum Piece {
+    /// `frames[a..b]`.
+    Frame(usize, usize),
+    /// `len` bytes of the job's segment `seg` at `offset`.
+    Mem {
+        seg: usize,
+        offset: usize,
+        len: usize,
+    },
+}
+
+#[derive(Clone, Copy)]
+enum JobKind {
+    Send {
+        msn: u32,
+        solicited: bool,
+    },
+    Write {
+        stag: u32,
+        to: u64,
+    },
+    /// An RDMA Write whose last segment is followed by an RFC 7306 Immediate Data message on
+    /// QN 0 with `msn` (see [`write_immed_data`]).
+    WriteImmed {
+        stag: u32,
+        to: u64,
+        msn: u32,
+        solicited: bool,
+        immediate: u32,
+    },
+    ReadResp {
+        stag: u32,
+        to: u64,
+    },
+}
+
+/// The 8 bytes of RFC 7306 Immediate Data that end an RDMA Write with Immediate Data between
+/// dapl-rs peers: the 32-bit immediate value, then the write's length in bytes, both
+/// big-endian (docs/architecture.md). RFC 7306 leaves their meaning to the ULP.
+fn write_immed_data(immediate: u32, len: u32) -> [u8; IMMEDIATE_DATA_LEN] {
+    let mut d = [0u8; IMMEDIATE_DATA_LEN];
+    d[..4].copy_from_slice(&immediate.to_be_bytes());
+    d[4..].copy_from_slice(&len.to_be_bytes());
+    d
+}
+
+/// (immediate value, write length) from Immediate Data built by [`write_immed_data`].
+pub(super) fn parse_write_immed_data(d: [u8; IMMEDIATE_DATA_LEN]) -> (u32, u32) {
+    (
+        u32::from_be_bytes([d[0], d[1], d[2], d[3]]),
+        u32::from_be_bytes([d[4], d[5], d[6], d[7]]),
+    )
+}
+
+pub(super) struct TxJob {
+    kind: JobKind,
+    segs: Segs,
+    total: u64,
+    /// Payload bytes already framed.
+    off: u64,
+    framed_last: bool,
+}
+
+impl TcpConn {
+    pub(super) fn on_writable(self: &Arc<Self>) {
+        // A finished connect?
+        {
+            let mut rx = lock(&self.rx);
+            if let Phase::Connecting { .. } = rx.phase {
+                let res = match self.sock.take_error() {
+                    Ok(None) => self.sock.peer_addr().map(|_| ()),
+                    Ok(Some(e)) | Err(e) => Err(e),
+                };
+                let Phase::Connecting {
+                    init,
+                    attempt,
+                    dial,
+                } = std::mem::replace(&mut rx.phase, Phase::Dead)
+                else {
+                    unreachable!()
+                };
+                match res {
+                    Ok(()) => {
+                        let request = init.request().to_vec();
+                        rx.phase = Phase::AwaitReply { init, attempt };
+                        drop(rx);
+                        let mut tx = lock(&self.tx);
+                        tx.ctl.push_back((request, false));
+                        self.flush_locked(&mut tx);
+                        drop(tx);
+                        self.update_interest();
+                        return;
+                    }
+                    Err(e) => {
+                        drop(rx);
+                        self.kill();
+                        if let Some(ep) = self.ep() {
+                            let shared = self.shared.clone();
+                            tcp::connect_failed(shared, &ep, attempt, dial, e.kind());
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+        let notify = {
+            let mut tx = lock(&self.tx);
+            let done = self.flush_locked(&mut tx);
+            done && std::mem::take(&mut tx.notify)
+        };
+        self.update_interest();
+        if notify {
+            if let Some(ep) = self.ep() {
+                ep.tx_drained(self.id);
+            }
+        }
+    }
+
+    pub(super) fn release_hold(&self) {
+        let notify = {
+            let mut tx = lock(&self.tx);
+            if !tx.hold {
+                return;
+            }
+            tx.hold = false;
+            let done = self.flush_locked(&mut tx);
+            done && std::mem::take(&mut tx.notify)
+        };
+        self.update_interest();
+        if notify {
+            if let Some(ep) = self.ep() {
+                ep.tx_drained(self.id);
+            }
+        }
+    }
+
+    pub(super) fn send_ctl_segment(&self, seg: &Segment<'_>) {
+        let done = {
+            let mut tx = lock(&self.tx);
+            if !tx.push_segment(seg) {
+                return;
+            }
+            self.flush_locked(&mut tx)
+        };
+        if !done {
+            self.update_interest();
+        }
+    }
+
+    /// Writes as much as the socket takes. True when nothing is left.
+    pub(super) fn flush_locked(&self, tx: &mut Tx) -> bool {
+        if tx.failed {
+            return true;
+        }
+        loop {
+            if tx.at == tx.pieces.len() && !self.fill(tx) {
+                tx.want_out = false;
+                if tx.job.is_some() || !tx.ctl.is_empty() {
+                    return false; // held until the initiator's first FPDU
+                }
+                if tx.shut_after && !tx.shut {
+                    tx.shut = true;
+                    let _ = self.sock.shutdown(Shutdown::Write);
+                }
+                return true;
+            }
+            let mut io: ArrayVec<IoPiece<'_>, MAX_GATHER> = ArrayVec::new();
+            let mut skip = tx.skip;
+            for p in &tx.pieces[tx.at..] {
+                if io.is_full() {
+                    break;
+                }
+                let piece = match *p {
+                    Piece::Frame(a, b) => IoPiece::Bytes(&tx.frames[a + skip..b]),
+                    Piece::Mem { seg, offset, len } => {
+                        let Some(s) = tx.job.as_ref().and_then(|j| j.segs.get(seg)) else {
+                            break;
+                        };
+                        IoPiece::Region {
+                            mem: &s.region,
+                            offset: offset + skip,
+                            len: len - skip,
+                        }
+                    }
+                };
+                skip = 0;
+                io.push(piece);
+            }
+            if io.is_empty() {
+                tx.pieces.clear();
+                tx.at = 0;
+                tx.skip = 0;
+                continue;
+            }
+            let r = send_gather(self.sock.as_fd(), &io);
+            drop(io);
+            match r {
+                Ok(mut n) => {
+                    while n > 0 && tx.at < tx.pieces.len() {
+                        let plen = match tx.pieces[tx.at] {
+                            Piece::Frame(a, b) => b - a,
+                            Piece::Mem { len, .. } => len,
+                        } - tx.skip;
+                        if n >= plen {
+                            n -= plen;
+                            tx.at += 1;
+                            tx.skip = 0;
+                        } else {
+                            tx.skip += n;
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    tx.want_out = true;
+                    return false;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    tx.failed = true;
+                    tx.want_out = false;
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// Frames the next batch: queued control frames first, then FPDUs of the job. False if
+    /// there is nothing to send.
+    fn fill(&self, tx: &mut Tx) -> bool {
+        tx.frames.clear();
+        tx.pieces.clear();
+        tx.at = 0;
+        tx.skip = 0;
+        if tx.abandon {
+            tx.job = None;
+        }
+        if tx.job.as_ref().is_some_and(|j| j.framed_last) {
+            tx.job = None;
+        }
+        // Control frames: MPA frames always; FPDUs only when not held.
+        while let Some((bytes, is_fpdu)) = tx.ctl.front() {
+            if *is_fpdu && tx.hold {
+                break;
+            }
+            let a = tx.frames.len();
+            tx.frames.extend_from_slice(bytes);
+            let b = tx.frames.len();
+            tx.pieces.push(Piece::Frame(a, b));
+            tx.ctl.pop_front();
+        }
+        if !tx.pieces.is_empty() || tx.hold || tx.abandon {
+            return !tx.pieces.is_empty();
+        }
+        let Some(mut job) = tx.job.take() else {
+            return false;
+        };
+        let crc_on = tx.enc.crc_enabled();
+        for _ in 0..BATCH_FPDUS {
+            let hdr_len = match job.kind {
+                JobKind::Send { .. } => UNTAGGED_HEADER_LEN,
+                _ => TAGGED_HEADER_LEN,
+            };
+            let max_pay = tx.mulpdu.saturating_sub(hdr_len).max(1) as u64;
+            let pay = (job.total - job.off).min(max_pay);
+            let last = job.off + pay == job.total;
+            let seg = match job.kind {
+                JobKind::Send { msn, solicited } => Segment::Send {
+                    last,
+                    msn,
+                    mo: job.off as u32,
+                    solicited,
+                    invalidate_stag: None,
+                    payload: &[],
+                },
+                JobKind::Write { stag, to } | JobKind::WriteImmed { stag, to, .. } => {
+                    Segment::Write {
+                        last,
+                        stag,
+                        to: to.wrapping_add(job.off),
+                        payload: &[],
+                    }
+                }
+                JobKind::ReadResp { stag, to } => Segment::ReadResponse {
+                    last,
+                    stag,
+                    to: to.wrapping_add(job.off),
+                    payload: &[],
+                },
+            };
+            let mut hdr = [0u8; MAX_SEGMENT_HEADER_LEN];
+            let Ok(n) = seg.emit_header(&mut hdr) else {
+                break;
+            };
+            let ulpdu_len = n + pay as usize;
+            let a = tx.frames.len();
+            tx.frames
+                .extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
+            tx.frames.extend_from_slice(&hdr[..n]);
+            let b = tx.frames.len();
+            tx.pieces.push(Piece::Frame(a, b));
+            let mut crc = crc_on.then(crc::Crc32c::new);
+            if let Some(c) = crc.as_mut() {
+                c.update(&tx.frames[a..b]);
+            }
+            // Payload pieces: [off, off+pay) over the gather list.
+            for (i, at, k) in seg_span(&job.segs, job.off, pay as usize) {
+                let s = &job.segs[i];
+                match crc.as_mut() {
+                    // With CRC the payload is copied into the frame: the bytes that go out must
+                    // be the bytes the CRC covers, and registered memory may change (a peer's
+                    // Write into what it reads) while the batch waits for the socket.
+                    Some(c) => {
+                        let a = tx.frames.len();
+                        tx.frames.resize(a + k, 0);
+                        s.region.copy_out(s.offset + at, &mut tx.frames[a..]);
+                        c.update(&tx.frames[a..]);
+                        tx.pieces.push(Piece::Frame(a, a + k));
+                    }
+                    None => tx.pieces.push(Piece::Mem {
+                        seg: i,
+                        offset: s.offset + at,
+                        len: k,
+                    }),
+                }
+            }
+            let a = tx.frames.len();
+            let pad = pad_len(ulpdu_len);
+            tx.frames.extend_from_slice(&[0u8; 3][..pad]);
+            if let Some(c) = crc.as_mut() {
+                c.update(&tx.frames[a..]);
+            }
+            let crc_bytes = crc.map(|c| c.wire_bytes()).unwrap_or([0; 4]);
+            tx.frames.extend_from_slice(&crc_bytes);
+            let b = tx.frames.len();
+            tx.pieces.push(Piece::Frame(a, b));
+            debug_assert_eq!(fpdu_len(ulpdu_len), 2 + ulpdu_len + pad + 4, "FPDU framing");
+            job.off += pay;
+            if last {
+                if let JobKind::WriteImmed {
+                    msn,
+                    solicited,
+                    immediate,
+                    ..
+                } = job.kind
+                {
+                    // The Immediate Data goes right behind the Write's last segment, in the same
+                    // job: the WR completes once both are written, and the peer's receive
+                    // completes only after the Write is placed (TCP keeps the order).
+                    let imm = Segment::ImmediateData {
+                        msn,
+                        solicited,
+                        // start_job checked that the length fits 32 bits.
+                        data: write_immed_data(immediate, job.total as u32),
+                    };
+                    let a = tx.frames.len();
+                    let framed = tx.enc.encode_segment(&imm, &mut tx.frames);
+                    debug_assert!(framed.is_ok(), "a 26-byte ULPDU always frames");
+                    let b = tx.frames.len();
+                    tx.pieces.push(Piece::Frame(a, b));
+                }
+                job.framed_last = true;
+                break;
+            }
+        }
+        tx.job = Some(job);
+        true
+    }
+
+    pub(super) fn start_job(&self, tx: &mut Tx, msg: OutMsg<'_>) -> Result<(), TxOutcome> {
+        let (kind, payload) = match msg {
+            OutMsg::Send { solicited, payload } => {
+                let msn = tx.msn_send;
+                tx.msn_send = tx.msn_send.wrapping_add(1);
+                (JobKind::Send { msn, solicited }, payload)
+            }
+            OutMsg::Write { stag, to, payload } => (JobKind::Write { stag, to }, payload),
+            OutMsg::WriteImmed {
+                stag,
+                to,
+                payload,
+                immediate,
+                solicited,
+            } => {
+                if u32::try_from(payload.len()).is_err() {
+                    return Err(TxOutcome::Failed(DtoStatus::LocalLength));
+                }
+                // RFC 7306: Immediate Data is a message of the Send queue and takes its MSN.
+                let msn = tx.msn_send;
+                tx.msn_send = tx.msn_send.wrapping_add(1);
+                (
+                    JobKind::WriteImmed {
+                        stag,
+                        to,
+                        msn,
+                        solicited,
+                        immediate,
+                    },
+                    payload,
+                )
+            }
+            OutMsg::ReadResponse {
+                sink_stag,
+                sink_to,
+                payload,
+            } => (
+                JobKind::ReadResp {
+                    stag: sink_stag,
+                    to: sink_to,
+                },
+                payload,
+            ),
+            OutMsg::ReadRequest {
+                sink_stag,
+                sink_to,
+                len,
+                src_stag,
+                src_to,
+            } => {
+                let msn = tx.msn_read;
+                tx.msn_read = tx.msn_read.wrapping_add(1);
+                let Ok(read_size) = u32::try_from(len) else {
+                    return Err(TxOutcome::Failed(DtoStatus::LocalLength));
+                };
+                let seg = Segment::ReadRequest {
+                    msn,
+                    request: ReadRequest {
+                        sink_stag: sink_stag.max(1),
+                        sink_to,
+                        size: read_size,
+                        source_stag: src_stag,
+                        source_to: src_to,
+                    },
+                };
+                return if tx.push_segment(&seg) {
+                    Ok(())
+                } else {
+                    Err(TxOutcome::Broken)
+                };
+            }
+        };
+        // The engine sends from registered memory, at most MAX_IOV segments.
+        let segs: Segs = match payload {
+            Payload::Segs(s) if s.len() <= MAX_IOV => s.iter().cloned().collect(),
+            _ => return Err(TxOutcome::Broken),
+        };
+        if matches!(kind, JobKind::Send { .. }) && u32::try_from(payload.len()).is_err() {
+            return Err(TxOutcome::Failed(DtoStatus::LocalLength));
+        }
+        tx.job = Some(TxJob {
+            kind,
+            total: payload.len(),
+            segs,
+            off: 0,
+            framed_last: false,
+        });
+        tx.abandon = false;
+        Ok(())
+    }
+}
+
+impl Tx {
+    /// Frames `seg` as one FPDU and queues it after the current batch. False if it cannot be
+    /// framed.
+    pub(super) fn push_segment(&mut self, seg: &Segment<'_>) -> bool {
+        let mut out = Vec::new();
+        let ok = self.enc.encode_segment(seg, &mut out).is_ok();
+        if ok {
+            self.ctl.push_back((out, true));
+        }
+        ok
+    }
+}
