@@ -3,6 +3,8 @@
 //! `DatError`: it reports through upcall traits the DAT layer implements. Memory and its table
 //! are in [`crate::mem`].
 
+#[cfg(test)]
+pub(crate) mod harness;
 pub(crate) mod port;
 pub(crate) mod qp;
 pub(crate) mod srq;

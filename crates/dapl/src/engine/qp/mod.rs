@@ -14,6 +14,8 @@
 
 mod cm;
 mod rx;
+#[cfg(test)]
+mod tests;
 mod tx;
 
 use std::collections::VecDeque;

@@ -1,0 +1,307 @@
+//! The QP's rules, replayed deterministically on the two-QP harness (`engine::harness`): RNR
+//! wait and the wake that races it, a transmit that drains before the QP records its stall,
+//! ORD and BARRIER_FENCE, flush order and the single terminal event on break and disconnect.
+
+use std::sync::Arc;
+
+use crate::engine::harness::{one_end, recv_wr, send_wr, Delivered, Msg, Pair, Up};
+use crate::engine::port::{Payload, TxOutcome};
+use crate::engine::qp::{CompletionQueue, QpEvent, ReqOp, RxResponse, RxSend};
+use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpAttr, EpState};
+
+use CompletionQueue::{Recv, Request};
+use DtoStatus::{Flushed, Success};
+
+fn pair() -> Pair {
+    Pair::connected(EpAttr::default(), EpAttr::default())
+}
+
+fn post_send(p: &Pair, cookie: u64, off: u64, len: u64) {
+    let segs = p.a.segs(&p.mem, off, len);
+    p.a.qp
+        .post_send(send_wr(ReqOp::Send, cookie, segs, Default::default()))
+        .unwrap();
+}
+
+/// A read of `len` bytes of B's region at `off` into A's region at the same offset.
+fn post_read(p: &Pair, cookie: u64, off: u64, len: u64, flags: CompletionFlags) {
+    let mut wr = send_wr(
+        ReqOp::Read,
+        cookie,
+        p.a.segs(&p.mem, off, len),
+        p.b.remote(off, len),
+    );
+    wr.sink_stag = p.a.stag;
+    wr.flags = flags;
+    p.a.qp.post_send(wr).unwrap();
+}
+
+fn sends_logged(p: &Pair) -> usize {
+    p.a.wire
+        .log()
+        .iter()
+        .filter(|m| matches!(m, Msg::Send { .. }))
+        .count()
+}
+
+#[test]
+fn rnr_send_waits_for_a_wake_then_goes() {
+    let p = pair();
+    p.a.wire.script(&[TxOutcome::NotReady]);
+    post_send(&p, 1, 0, 8);
+    assert_eq!(sends_logged(&p), 1);
+    assert!(
+        p.a.up.take().is_empty(),
+        "a Send without a buffer must wait"
+    );
+    // Another post does not overtake the waiting Send.
+    post_send(&p, 2, 8, 8);
+    assert_eq!(sends_logged(&p), 1);
+    // What refused it (loopback: B's rx_send found no buffer) marked B's peer waiting.
+    assert_eq!(
+        p.b.qp.rx_send(false, Payload::Bytes(b"refused!")),
+        RxSend::NoBuffer
+    );
+    // B posts buffers: the first post wakes A, which retransmits in order.
+    let rsegs = p.b.segs(&p.mem, 100, 64);
+    p.b.qp.post_recv(recv_wr(10, rsegs)).unwrap();
+    let rsegs = p.b.segs(&p.mem, 200, 64);
+    p.b.qp.post_recv(recv_wr(11, rsegs)).unwrap();
+    assert_eq!(p.b.wire.pending(), 1, "one wake for the waiting peer");
+    assert_eq!(p.step_b().map(|d| d.1), Some(Delivered::Wake));
+    assert_eq!(sends_logged(&p), 3);
+    assert_eq!(
+        p.a.up.take_done(),
+        [(Request, 1, Success), (Request, 2, Success)]
+    );
+    p.settle();
+    assert_eq!(
+        p.b.up.take_done(),
+        [(Recv, 10, Success), (Recv, 11, Success)]
+    );
+}
+
+#[test]
+fn rnr_wake_arriving_inside_the_refused_transmit_is_not_lost() {
+    // The race: the peer posts its buffer (and wakes us) after it refused the Send but before
+    // the QP marks itself blocked. The wake must not be lost, or the Send waits forever.
+    let p = pair();
+    p.a.wire.script(&[TxOutcome::NotReady]);
+    let a = Arc::downgrade(&p.a.qp);
+    p.a.wire.on_next_transmit(move || {
+        a.upgrade().unwrap().wake_from_peer();
+    });
+    post_send(&p, 1, 0, 8);
+    assert_eq!(
+        sends_logged(&p),
+        2,
+        "the Send went again after the racing wake"
+    );
+    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+}
+
+#[test]
+fn transmit_drained_before_the_stall_is_recorded_completes_once_and_goes_on() {
+    // The link finishes writing a Queued message before transmit returns (its progress thread
+    // ran tx_drained in between): the QP must complete it once and transmit the next.
+    let p = pair();
+    p.a.wire.script(&[TxOutcome::Queued]);
+    let a = Arc::downgrade(&p.a.qp);
+    p.a.wire.on_next_transmit(move || {
+        a.upgrade().unwrap().tx_drained(99);
+    });
+    post_send(&p, 1, 0, 8);
+    post_send(&p, 2, 8, 8);
+    assert_eq!(sends_logged(&p), 2);
+    assert_eq!(
+        p.a.up.take_done(),
+        [(Request, 1, Success), (Request, 2, Success)]
+    );
+}
+
+#[test]
+fn queued_transmit_stalls_the_send_queue_until_drained() {
+    let p = pair();
+    p.a.wire.script(&[TxOutcome::Queued]);
+    post_send(&p, 1, 0, 8);
+    post_send(&p, 2, 8, 8);
+    assert_eq!(
+        sends_logged(&p),
+        1,
+        "nothing more while the link holds a message"
+    );
+    assert!(p.a.up.take().is_empty());
+    p.a.qp.tx_drained(99);
+    assert_eq!(sends_logged(&p), 2);
+    assert_eq!(
+        p.a.up.take_done(),
+        [(Request, 1, Success), (Request, 2, Success)]
+    );
+}
+
+#[test]
+fn reads_beyond_ord_wait_in_the_send_queue() {
+    let attr = EpAttr {
+        max_rdma_read_out: 2,
+        ..Default::default()
+    };
+    let p = Pair::connected(attr, EpAttr::default());
+    assert!(p.b.region.copy_in(0, b"abcdefgh"));
+    for (i, off) in [0u64, 2, 4].iter().enumerate() {
+        post_read(&p, i as u64 + 1, *off, 2, CompletionFlags::empty());
+    }
+    let reqs = |p: &Pair| {
+        p.a.wire
+            .log()
+            .iter()
+            .filter(|m| matches!(m, Msg::ReadRequest { .. }))
+            .count()
+    };
+    assert_eq!(reqs(&p), 2, "ORD 2: the third read waits");
+    // B answers the first read: A's ORQ has room, the third request leaves.
+    assert!(matches!(
+        p.step_a(),
+        Some((_, Delivered::ReadRequest(Ok(()))))
+    ));
+    assert!(matches!(
+        p.step_b(),
+        Some((_, Delivered::ReadResponse(RxResponse::Placed)))
+    ));
+    assert_eq!(reqs(&p), 3);
+    p.settle();
+    assert_eq!(
+        p.a.up.take_done(),
+        [
+            (Request, 1, Success),
+            (Request, 2, Success),
+            (Request, 3, Success)
+        ]
+    );
+    assert_eq!(p.a.read(0, 6), b"abcdef");
+}
+
+#[test]
+fn barrier_fence_waits_for_outstanding_reads() {
+    let p = pair();
+    post_read(&p, 1, 0, 4, CompletionFlags::empty());
+    let mut wr = send_wr(ReqOp::Send, 2, p.a.segs(&p.mem, 8, 4), Default::default());
+    wr.flags = CompletionFlags::BARRIER_FENCE;
+    p.a.qp.post_send(wr).unwrap();
+    assert_eq!(sends_logged(&p), 0, "the fenced Send waits for the read");
+    p.settle();
+    assert_eq!(sends_logged(&p), 1);
+    let log = p.a.wire.log();
+    assert!(matches!(log[0], Msg::ReadRequest { .. }));
+    assert!(matches!(log[1], Msg::Send { .. }));
+    // The read completed before the Send was transmitted, so it completes first.
+    let done = p.a.up.take_done();
+    assert_eq!(done[0], (Request, 1, Success));
+    assert_eq!(done[1], (Request, 2, Success));
+}
+
+#[test]
+fn break_flushes_in_flight_then_reads_then_queued_then_receives_and_ends_once() {
+    let attr = EpAttr {
+        max_rdma_read_out: 1,
+        ..Default::default()
+    };
+    let p = Pair::connected(attr, EpAttr::default());
+    let rsegs = p.a.segs(&p.mem, 512, 16);
+    p.a.qp.post_recv(recv_wr(50, rsegs)).unwrap();
+    post_read(&p, 1, 0, 4, CompletionFlags::empty()); // outstanding (ORQ)
+    post_read(&p, 2, 4, 4, CompletionFlags::empty()); // waits: ORD 1
+    post_send(&p, 3, 8, 4); // queued behind it
+    assert_eq!(p.a.qp.state(), EpState::Connected);
+    p.a.qp.end_connection(ConnectionEventKind::Broken, true);
+    p.a.qp.end_connection(ConnectionEventKind::Broken, true); // a second end does nothing
+    let ups = p.a.up.take();
+    assert!(one_end(&ups, ConnectionEventKind::Broken), "{ups:?}");
+    let done: Vec<_> = ups
+        .iter()
+        .filter_map(|u| match u {
+            Up::Done(c) => Some((c.queue, c.cookie, c.status)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [
+            (Request, 1, Flushed),
+            (Request, 2, Flushed),
+            (Request, 3, Flushed),
+            (Recv, 50, Flushed)
+        ]
+    );
+    assert_eq!(p.a.qp.state(), EpState::Disconnected);
+    // The peer is told the connection broke, and ends once too.
+    let last = p.a.wire.log().len();
+    p.settle();
+    assert_eq!(
+        p.a.wire.log().len(),
+        last,
+        "nothing transmitted after the end"
+    );
+    let ups = p.b.up.take();
+    assert!(one_end(&ups, ConnectionEventKind::Broken), "{ups:?}");
+}
+
+#[test]
+fn graceful_disconnect_finishes_outstanding_reads_then_ends_once() {
+    let p = pair();
+    post_read(&p, 1, 0, 4, CompletionFlags::empty());
+    post_send(&p, 2, 8, 4);
+    p.a.qp.disconnect_graceful();
+    assert_eq!(p.a.qp.state(), EpState::DisconnectPending);
+    assert!(
+        !p.a.up.take().iter().any(|u| matches!(u, Up::Event(_))),
+        "no end while a read is outstanding"
+    );
+    // B serves the read (and takes the Send: it has a buffer).
+    let rsegs = p.b.segs(&p.mem, 512, 16);
+    p.b.qp.post_recv(recv_wr(60, rsegs)).unwrap();
+    p.settle();
+    let ups = p.a.up.take();
+    let done: Vec<_> = ups
+        .iter()
+        .filter_map(|u| match u {
+            Up::Done(c) => Some((c.cookie, c.status)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [(1, Success)],
+        "the read completes; the Send completed before"
+    );
+    assert!(one_end(&ups, ConnectionEventKind::Disconnected), "{ups:?}");
+    assert!(matches!(ups.last(), Some(Up::Event(QpEvent::Ended(_)))));
+    assert_eq!(p.a.qp.state(), EpState::Disconnected);
+    let ups = p.b.up.take();
+    assert!(one_end(&ups, ConnectionEventKind::Disconnected), "{ups:?}");
+    assert!(ups
+        .iter()
+        .any(|u| matches!(u, Up::Done(c) if c.cookie == 60 && c.status == Success)));
+}
+
+#[test]
+fn inbound_send_without_a_buffer_marks_the_peer_waiting_and_places_nothing() {
+    let p = pair();
+    post_send(&p, 1, 0, 4);
+    assert!(matches!(
+        p.step_a(),
+        Some((_, Delivered::Send(RxSend::NoBuffer)))
+    ));
+    assert!(p.b.up.take().is_empty());
+    assert!(p.b.qp.take_peer_waiting().is_some());
+}
+
+#[test]
+fn a_post_after_the_end_is_flushed_at_once() {
+    let p = pair();
+    p.a.qp
+        .end_connection(ConnectionEventKind::Disconnected, false);
+    p.a.up.take();
+    post_send(&p, 7, 0, 4);
+    assert_eq!(p.a.up.take_done(), [(Request, 7, Flushed)]);
+    assert!(p.a.wire.log().is_empty());
+}
