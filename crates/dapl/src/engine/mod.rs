@@ -4,6 +4,8 @@
 //! are in [`crate::mem`].
 
 #[cfg(test)]
+pub(crate) mod faults;
+#[cfg(test)]
 pub(crate) mod harness;
 pub(crate) mod port;
 pub(crate) mod qp;

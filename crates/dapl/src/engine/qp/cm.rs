@@ -137,6 +137,8 @@ impl Qp {
         ord: usize,
         remote: IaAddress,
     ) -> bool {
+        #[cfg(test)]
+        let conn = crate::engine::faults::wrap(self.id, conn);
         {
             let mut c = self.lock();
             if c.attempt != attempt

@@ -1,0 +1,121 @@
+//! Fault injection for tests of every link: a [`Connection`] wrapper that drops, delays or cuts
+//! what a QP transmits. A test installs a [`Plan`] for a QP id ([`install`]); when that QP's
+//! connection is established, whatever link made it, the QP wraps it ([`wrap`]). So the same
+//! fault runs over loopback and tcp, and the engine's rules (one terminal event, every DTO
+//! completed once) are checked under it on each.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
+use crate::types::IaAddress;
+
+/// What to do to a QP's outbound messages.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Plan {
+    /// Drop the message with this 0-based number (it is reported sent, and never arrives).
+    pub(crate) drop_nth: Option<u64>,
+    /// Hold every message this long before handing it on.
+    pub(crate) delay: Option<Duration>,
+    /// After this many messages, cut the connection: the next transmit finds it broken, and
+    /// the peer is told it broke.
+    pub(crate) cut_after_msgs: Option<u64>,
+    /// As `cut_after_msgs`, counted in payload bytes: the message that would pass the limit is
+    /// not sent.
+    pub(crate) cut_after_bytes: Option<u64>,
+}
+
+fn plans() -> &'static Mutex<HashMap<u64, Plan>> {
+    static PLANS: OnceLock<Mutex<HashMap<u64, Plan>>> = OnceLock::new();
+    PLANS.get_or_init(Mutex::default)
+}
+
+/// The QP `qp_id`'s next connection runs under `plan`.
+pub(crate) fn install(qp_id: u64, plan: Plan) {
+    plans().lock().unwrap().insert(qp_id, plan);
+}
+
+/// `conn` wrapped in the plan installed for `qp_id`, if any (the plan is used up).
+pub(crate) fn wrap(qp_id: u64, conn: Arc<dyn Connection>) -> Arc<dyn Connection> {
+    match plans().lock().unwrap().remove(&qp_id) {
+        Some(plan) => Arc::new(Faulty {
+            inner: conn,
+            plan,
+            msgs: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            cut: AtomicBool::new(false),
+        }),
+        None => conn,
+    }
+}
+
+struct Faulty {
+    inner: Arc<dyn Connection>,
+    plan: Plan,
+    msgs: AtomicU64,
+    bytes: AtomicU64,
+    cut: AtomicBool,
+}
+
+fn payload_len(msg: &OutMsg<'_>) -> u64 {
+    let p: Option<&Payload<'_>> = match msg {
+        OutMsg::Send { payload, .. }
+        | OutMsg::Write { payload, .. }
+        | OutMsg::WriteImmed { payload, .. }
+        | OutMsg::ReadResponse { payload, .. } => Some(payload),
+        OutMsg::ReadRequest { .. } => None,
+    };
+    p.map_or(0, |p| p.len())
+}
+
+impl Faulty {
+    fn cut_now(&self) -> TxOutcome {
+        if !self.cut.swap(true, Ordering::SeqCst) {
+            self.inner.close(true);
+        }
+        TxOutcome::Broken
+    }
+}
+
+impl Connection for Faulty {
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        if self.cut.load(Ordering::SeqCst) {
+            return TxOutcome::Broken;
+        }
+        let n = self.msgs.fetch_add(1, Ordering::SeqCst);
+        let len = payload_len(&msg);
+        let bytes = self.bytes.fetch_add(len, Ordering::SeqCst) + len;
+        if self.plan.cut_after_msgs.is_some_and(|m| n >= m)
+            || self.plan.cut_after_bytes.is_some_and(|b| bytes > b)
+        {
+            return self.cut_now();
+        }
+        if self.plan.drop_nth == Some(n) {
+            return TxOutcome::Sent;
+        }
+        if let Some(d) = self.plan.delay {
+            std::thread::sleep(d);
+        }
+        self.inner.transmit(msg)
+    }
+
+    fn wake_peer(&self) {
+        self.inner.wake_peer();
+    }
+
+    fn close(&self, broken: bool) {
+        if !self.cut.load(Ordering::SeqCst) {
+            self.inner.close(broken);
+        }
+    }
+
+    fn remote_addr(&self) -> IaAddress {
+        self.inner.remote_addr()
+    }
+
+    fn id(&self) -> u64 {
+        self.inner.id()
+    }
+}
