@@ -66,6 +66,7 @@ pub mod srq;
 pub mod types;
 
 pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};
+pub use engine::port::LinkCaps;
 pub use ep::{Endpoint, EpAttr, EpParam};
 pub use error::{DatError, ErrorType, Object, Result, Subtype};
 pub use evd::{Cno, Evd, EvdParam};

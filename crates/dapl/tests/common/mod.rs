@@ -9,13 +9,28 @@ use dapl::*;
 /// The links the conformance suite runs over. Each test is instantiated once per entry.
 pub const LINKS: &[&str] = &["loopback", "tcp"];
 
+/// What differs on `link` (`ProviderAttr::link_caps`), read once per link from a freshly
+/// opened IA: tests decide by these, never by the link's name.
+pub fn caps(link: &str) -> LinkCaps {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CAPS: OnceLock<Mutex<HashMap<String, LinkCaps>>> = OnceLock::new();
+    let mut m = CAPS.get_or_init(Mutex::default).lock().unwrap();
+    *m.entry(link.to_string()).or_insert_with(|| {
+        let (ia, _) = InterfaceAdapter::open(link, 4).expect("ia_open");
+        let caps = ia.provider_attr().unwrap().link_caps;
+        ia.close(CloseFlags::Abrupt).unwrap();
+        caps
+    })
+}
+
 /// True if a Send or RDMA Write completes only once the peer has placed it (loopback). Over
 /// tcp it completes when TCP has taken its last byte (RFC 5040 local completion; Linux siw
 /// does the same), so a peer without a receive buffer does not hold the sender's queue, and
 /// an RDMA Write the peer refuses has already completed successfully when the peer's
 /// Terminate breaks the connection.
 pub fn completes_at_peer(link: &str) -> bool {
-    link == "loopback"
+    caps(link).completes_at_peer
 }
 
 /// Waits until `f` holds, polling: for remote placement, which a local completion does not
