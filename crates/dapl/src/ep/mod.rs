@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+mod post;
+
 use crate::engine::qp::{
-    Completion, CompletionQueue, ModifyError, PostError, Qp, QpEvent, QpUpcalls, RecvWr, ReqOp,
-    Segs, SendWr,
+    Completion, CompletionQueue, ModifyError, PostError, Qp, QpEvent, QpUpcalls,
 };
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
@@ -17,13 +18,9 @@ use crate::event::{
     AsyncEvent, AsyncKind, AsyncSubject, ConnectionEvent, ConnectionEventKind, DtoCompletion, Event,
 };
 use crate::ia::{IaInner, InterfaceAdapter, MAX_IOV};
-use crate::mem::LocalFault;
 use crate::pz::Pz;
 use crate::srq::Srq;
-use crate::types::{
-    CloseFlags, CompletionFlags, ConnQual, Cookie, EpState, EvdFlags, IaAddress, LmrTriplet,
-    MemPriv, RmrTriplet,
-};
+use crate::types::{CloseFlags, CompletionFlags, ConnQual, EpState, EvdFlags, IaAddress};
 
 pub use crate::types::EpAttr;
 
@@ -303,12 +300,6 @@ fn state_subtype(s: EpState) -> Subtype {
     }
 }
 
-/// What a post resolved and how it must complete.
-pub(crate) struct Resolved {
-    pub(crate) segs: Segs,
-    pub(crate) total: u64,
-}
-
 impl EpInner {
     pub(crate) fn object(&self) -> Object {
         Object::new("ep", self.id)
@@ -316,81 +307,6 @@ impl EpInner {
 
     fn handle(&self) -> Endpoint {
         Endpoint(self.me.upgrade().expect("an endpoint in use is alive"))
-    }
-
-    /// Resolves a local iov against the memory table.
-    pub(crate) fn resolve_iov(
-        ia: &IaInner,
-        pz_id: u64,
-        iov: &[LmrTriplet],
-        max: usize,
-        need: MemPriv,
-        op: &'static str,
-        obj: Object,
-    ) -> Result<Resolved> {
-        if iov.len() > max {
-            return err(
-                ErrorType::InvalidParameter,
-                Subtype::InvalidArg2,
-                op,
-                obj,
-                format!("{} iov segments, at most {max} allowed", iov.len()),
-            );
-        }
-        let mut segs = Segs::new();
-        let mut total: u64 = 0;
-        for (i, t) in iov.iter().enumerate() {
-            let seg = ia
-                .memtable
-                .resolve_local(
-                    t.lmr_context,
-                    t.virtual_address,
-                    t.segment_length,
-                    pz_id,
-                    need,
-                )
-                .map_err(|f| {
-                    let (kind, sub, what) = match f {
-                        LocalFault::InvalidContext => (
-                            ErrorType::PrivilegesViolation,
-                            Subtype::NoSubtype,
-                            "names no live LMR",
-                        ),
-                        LocalFault::PzMismatch => (
-                            ErrorType::ProtectionViolation,
-                            Subtype::NoSubtype,
-                            "is in an LMR of another PZ",
-                        ),
-                        LocalFault::Privileges => (
-                            ErrorType::PrivilegesViolation,
-                            if need == MemPriv::LOCAL_WRITE {
-                                Subtype::PrivilegesWrite
-                            } else {
-                                Subtype::PrivilegesRead
-                            },
-                            "is in an LMR without the needed local privilege",
-                        ),
-                        LocalFault::OutOfBounds => (
-                            ErrorType::InvalidParameter,
-                            Subtype::InvalidArg3,
-                            "lies outside its LMR",
-                        ),
-                    };
-                    DatError::new(
-                        kind,
-                        sub,
-                        op,
-                        obj,
-                        format!(
-                            "iov segment {i} (lmr_context {:#x}, va {:#x}, len {}) {what}",
-                            t.lmr_context, t.virtual_address, t.segment_length
-                        ),
-                    )
-                })?;
-            total = total.saturating_add(seg.len as u64);
-            segs.push(seg);
-        }
-        Ok(Resolved { segs, total })
     }
 
     /// Frees the endpoint's resources and drops it from its IA.
@@ -718,286 +634,6 @@ impl Endpoint {
         self.0.qp.abort_for_close();
         self.0.release();
         Ok(())
-    }
-
-    fn check_post_flags(
-        &self,
-        op: &'static str,
-        flags: CompletionFlags,
-        allowed: CompletionFlags,
-        ep_flags: CompletionFlags,
-    ) -> Result<()> {
-        if !allowed.contains(flags) {
-            return err(
-                ErrorType::InvalidParameter,
-                Subtype::InvalidArg6,
-                op,
-                self.0.object(),
-                format!("completion flags {flags:?} are not valid here (allowed: {allowed:?})"),
-            );
-        }
-        if flags.contains(CompletionFlags::UNSIGNALLED)
-            && !ep_flags.contains(CompletionFlags::UNSIGNALLED)
-        {
-            return err(ErrorType::InvalidParameter, Subtype::InvalidArg6, op, self.0.object(), "DAT_COMPLETION_UNSIGNALLED_FLAG needs an endpoint created with it in its completion flags");
-        }
-        Ok(())
-    }
-
-    /// Posts a receive (`dat_ep_post_recv`): `iov` is filled in order; 0 segments receive a
-    /// zero-length message. Valid in every state; on a DISCONNECTED endpoint the receive is
-    /// flushed at once. Never blocks or allocates; `DAT_INSUFFICIENT_RESOURCES` when the
-    /// receive queue is full.
-    pub fn post_recv(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        flags: CompletionFlags,
-    ) -> Result<()> {
-        const OP: &str = "ep_post_recv";
-        self.check_handle(OP)?;
-        let ep = &self.0;
-        if ep.srq.is_some() {
-            return err(
-                ErrorType::InvalidState,
-                Subtype::NoSubtype,
-                OP,
-                ep.object(),
-                "the endpoint takes its receives from an SRQ",
-            );
-        }
-        let (max_iov, ep_flags) = ep
-            .qp
-            .with_attr(|a, _| (a.max_recv_iov, a.recv_completion_flags));
-        self.check_post_flags(OP, flags, CompletionFlags::UNSIGNALLED, ep_flags)?;
-        let r = EpInner::resolve_iov(
-            &ep.ia,
-            ep.pz.0.id,
-            iov,
-            max_iov,
-            MemPriv::LOCAL_WRITE,
-            OP,
-            ep.object(),
-        )?;
-        let wr = RecvWr {
-            cookie,
-            flags,
-            segs: r.segs,
-            total: r.total,
-        };
-        ep.qp
-            .post_recv(wr)
-            .map_err(|e| post_error(e, OP, ep.object(), "receive"))
-    }
-
-    fn post_request(
-        &self,
-        op: &'static str,
-        rop: ReqOp,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        remote: RmrTriplet,
-        flags: CompletionFlags,
-    ) -> Result<()> {
-        self.check_handle(op)?;
-        let ep = &self.0;
-        let (max_iov, ep_flags, state) = ep
-            .qp
-            .with_attr(|a, s| (a.max_request_iov, a.request_completion_flags, s));
-        let allowed = match rop {
-            // A write with immediate data consumes a receive at the peer, as a Send does: the
-            // sender may ask for a solicited event there (RFC 7306 opcode 9).
-            ReqOp::Send | ReqOp::WriteImmed(_) => {
-                CompletionFlags::SUPPRESS
-                    | CompletionFlags::SOLICITED_WAIT
-                    | CompletionFlags::UNSIGNALLED
-                    | CompletionFlags::BARRIER_FENCE
-            }
-            _ => {
-                CompletionFlags::SUPPRESS
-                    | CompletionFlags::UNSIGNALLED
-                    | CompletionFlags::BARRIER_FENCE
-            }
-        };
-        self.check_post_flags(op, flags, allowed, ep_flags)?;
-        if !matches!(state, EpState::Connected | EpState::Disconnected) {
-            return err(
-                ErrorType::InvalidState,
-                state_subtype(state),
-                op,
-                ep.object(),
-                format!("{op} needs a CONNECTED or DISCONNECTED endpoint, not {state:?}"),
-            );
-        }
-        let need = if rop == ReqOp::Read {
-            MemPriv::LOCAL_WRITE
-        } else {
-            MemPriv::LOCAL_READ
-        };
-        let r = EpInner::resolve_iov(&ep.ia, ep.pz.0.id, iov, max_iov, need, op, ep.object())?;
-        let max = match rop {
-            ReqOp::Send => ep.ia.attr.max_message_size,
-            _ => ep.ia.attr.max_rdma_size,
-        };
-        let size = if rop == ReqOp::Read {
-            remote.segment_length
-        } else {
-            r.total
-        };
-        if size > max {
-            return err(
-                ErrorType::LengthError,
-                Subtype::NoSubtype,
-                op,
-                ep.object(),
-                format!("{size} bytes is more than the IA's limit of {max}"),
-            );
-        }
-        match rop {
-            ReqOp::Read if r.total < remote.segment_length => {
-                return err(
-                    ErrorType::LengthError,
-                    Subtype::NoSubtype,
-                    op,
-                    ep.object(),
-                    format!(
-                        "the local iov holds {} bytes, less than the {} bytes of the remote buffer",
-                        r.total, remote.segment_length
-                    ),
-                );
-            }
-            ReqOp::Write | ReqOp::WriteImmed(_) if r.total > remote.segment_length => {
-                return err(
-                    ErrorType::LengthError,
-                    Subtype::NoSubtype,
-                    op,
-                    ep.object(),
-                    format!(
-                        "{} bytes do not fit the remote buffer of {} bytes",
-                        r.total, remote.segment_length
-                    ),
-                );
-            }
-            ReqOp::WriteImmed(_) if u32::try_from(r.total).is_err() => {
-                return err(
-                    ErrorType::LengthError,
-                    Subtype::NoSubtype,
-                    op,
-                    ep.object(),
-                    format!(
-                        "{} bytes: the length of a write with immediate data is sent in 32 bits",
-                        r.total
-                    ),
-                );
-            }
-            _ => {}
-        }
-        // Never 0: a byte-stream link puts it on the wire, where STag 0 is refused.
-        let sink_stag = iov.first().map(|t| t.lmr_context).unwrap_or(1).max(1);
-        let wr = SendWr {
-            cookie,
-            op: rop,
-            flags,
-            segs: r.segs,
-            total: r.total,
-            remote,
-            sink_stag,
-            sink_to: 0,
-            resp_got: 0,
-        };
-        ep.qp
-            .post_send(wr)
-            .map_err(|e| post_error(e, op, ep.object(), "request"))
-    }
-
-    /// Posts a send of the gather list `iov` (`dat_ep_post_send`). Flags: SUPPRESS,
-    /// SOLICITED_WAIT (the peer's receive notifies), UNSIGNALLED (if the EP allows it),
-    /// BARRIER_FENCE. On a DISCONNECTED endpoint it is flushed at once.
-    pub fn post_send(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        flags: CompletionFlags,
-    ) -> Result<()> {
-        self.post_request(
-            "ep_post_send",
-            ReqOp::Send,
-            iov,
-            cookie,
-            RmrTriplet::default(),
-            flags,
-        )
-    }
-
-    /// Posts an RDMA write of the gather list `iov` to the remote buffer `remote`
-    /// (`dat_ep_post_rdma_write`).
-    pub fn post_rdma_write(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        remote: &RmrTriplet,
-        flags: CompletionFlags,
-    ) -> Result<()> {
-        self.post_request(
-            "ep_post_rdma_write",
-            ReqOp::Write,
-            iov,
-            cookie,
-            *remote,
-            flags,
-        )
-    }
-
-    /// Posts an RDMA write with immediate data (the DAT IB extension's
-    /// `dat_ib_post_rdma_write_immed`): the gather list `iov` is written to `remote` as by
-    /// [`Endpoint::post_rdma_write`] (same checks and errors), then the peer's next posted receive
-    /// (its endpoint's queue or SRQ) completes as [`DtoOp::RecvImmed`] with `immediate` and
-    /// `transferred_length` = the bytes written; its buffer receives no data, so a zero-length
-    /// receive will do. That completion implies the data is placed. With no receive posted at
-    /// the peer, the operation waits as a Send does. This side completes as
-    /// [`DtoOp::RdmaWriteImmed`] with the bytes written. Flags: those of a write (SUPPRESS,
-    /// UNSIGNALLED if the EP allows it, BARRIER_FENCE), and SOLICITED_WAIT, which makes the
-    /// peer's receive completion solicited, as for a Send.
-    ///
-    /// Over tcp this is an RDMA Write followed by an RFC 7306 Immediate Data message (RDMAP
-    /// opcode 8, or 9 when solicited); only dapl-rs peers understand it.
-    pub fn post_rdma_write_immed(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        remote: &RmrTriplet,
-        immediate: u32,
-        flags: CompletionFlags,
-    ) -> Result<()> {
-        self.post_request(
-            "ep_post_rdma_write_immed",
-            ReqOp::WriteImmed(immediate),
-            iov,
-            cookie,
-            *remote,
-            flags,
-        )
-    }
-
-    /// Posts an RDMA read of the whole remote buffer `remote` into the scatter list `iov`
-    /// (`dat_ep_post_rdma_read`). Valid when CONNECTED or DISCONNECTED (flushed at once);
-    /// `DAT_LENGTH_ERROR` if `iov` is smaller than the remote buffer. Reads beyond the
-    /// negotiated ORD wait in the send queue.
-    pub fn post_rdma_read(
-        &self,
-        iov: &[LmrTriplet],
-        cookie: Cookie,
-        remote: &RmrTriplet,
-        flags: CompletionFlags,
-    ) -> Result<()> {
-        self.post_request(
-            "ep_post_rdma_read",
-            ReqOp::Read,
-            iov,
-            cookie,
-            *remote,
-            flags,
-        )
     }
 
     /// `dat_ep_recv_query`: how many receive buffers this endpoint holds (posted ones, or SRQ
