@@ -51,9 +51,9 @@ pub mod ep;
 pub mod error;
 pub mod evd;
 pub mod event;
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
-pub mod fuzzing;
+pub mod fuzz_api;
 pub mod ia;
 mod link;
 pub mod lmr;

@@ -30,8 +30,6 @@ use crate::engine::port::{Link, LinkCaps, Listener as PortListener, Progress};
 use crate::engine::qp::Qp;
 use crate::types::{ConnQual, ConnectionEventKind, EpState, IaAddress, MAX_IOV};
 
-#[cfg(any(test, feature = "fuzzing"))]
-pub(crate) use conn::FuzzProbe;
 pub(crate) use conn::TcpConn;
 
 /// The TCP port a connection qualifier listens on.

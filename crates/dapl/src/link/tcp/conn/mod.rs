@@ -459,8 +459,8 @@ impl Connection for TcpConn {
     }
 }
 
-/// What the fuzz harness (`crate::fuzzing`) sees of a connection.
-#[cfg(any(test, feature = "fuzzing"))]
+/// What the fuzz harness (crate `dapl-testkit`, through `dapl::fuzz_api`) sees of a connection.
+#[cfg(feature = "fuzzing")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FuzzProbe {
     /// `Established`, `Closing` or `Dead` (the harness never sees the MPA phases).
@@ -475,7 +475,7 @@ pub(crate) struct FuzzProbe {
     pub(crate) tx_shut: bool,
 }
 
-#[cfg(any(test, feature = "fuzzing"))]
+#[cfg(feature = "fuzzing")]
 impl TcpConn {
     /// Fuzzing hook: an Established connection over `sock` (a connected, non-blocking stream
     /// socket of any family) with no link behind it: no epoll set, no progress thread. What the
