@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    dapl::fuzzing::engine_inbound(data);
+    dapl_testkit::inbound::engine_inbound(data);
 });
