@@ -352,7 +352,7 @@ fn handshake(control: u8, rest: &[u8]) {
 }
 
 /// Marsaglia xorshift64: a deterministic, dependency-free generator of pseudo-random test
-/// inputs, for the harness bodies' stable tests (here and in `dapl::fuzzing`).
+/// inputs, for the harness bodies' stable tests (here, and dapl-testkit's `engine_inbound`).
 #[derive(Clone, Debug)]
 pub struct XorShift(pub u64);
 
