@@ -1,6 +1,6 @@
 //! Shared Receive Queues (`DAT_SRQ`): receive buffers any endpoint on the SRQ may take.
 //!
-//! The queue itself is the engine's ([`SharedRq`]): only endpoints in CONNECTED or
+//! The queue itself is the engine's `SharedRq`: only endpoints in CONNECTED or
 //! DISCONNECT_PENDING take buffers. A taken buffer completes on the recv EVD of the endpoint
 //! that took it, signalled according to that endpoint's recv completion flags. When the posted
 //! count falls below the low watermark, one asynchronous event (`AsyncKind::SrqLowWatermark`)

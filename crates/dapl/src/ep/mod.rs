@@ -1,7 +1,7 @@
 //! Endpoints (`DAT_EP`): creation, attributes, the DAT rules of posting (validation, flags and
 //! their EP-level permission, iov against the memory table), connect and disconnect. The queue
-//! pair behind each endpoint is the engine's ([`crate::engine::qp::Qp`]); the endpoint turns
-//! its upcalls into events on its EVDs.
+//! pair behind each endpoint is the engine's `Qp`; the endpoint turns its upcalls into events
+//! on its EVDs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};

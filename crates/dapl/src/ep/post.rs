@@ -324,11 +324,11 @@ impl Endpoint {
     /// Posts an RDMA write with immediate data (the DAT IB extension's
     /// `dat_ib_post_rdma_write_immed`): the gather list `iov` is written to `remote` as by
     /// [`Endpoint::post_rdma_write`] (same checks and errors), then the peer's next posted receive
-    /// (its endpoint's queue or SRQ) completes as [`DtoOp::RecvImmed`] with `immediate` and
+    /// (its endpoint's queue or SRQ) completes as [`DtoOp::RecvImmed`](crate::types::DtoOp::RecvImmed) with `immediate` and
     /// `transferred_length` = the bytes written; its buffer receives no data, so a zero-length
     /// receive will do. That completion implies the data is placed. With no receive posted at
     /// the peer, the operation waits as a Send does. This side completes as
-    /// [`DtoOp::RdmaWriteImmed`] with the bytes written. Flags: those of a write (SUPPRESS,
+    /// [`DtoOp::RdmaWriteImmed`](crate::types::DtoOp::RdmaWriteImmed) with the bytes written. Flags: those of a write (SUPPRESS,
     /// UNSIGNALLED if the EP allows it, BARRIER_FENCE), and SOLICITED_WAIT, which makes the
     /// peer's receive completion solicited, as for a Send.
     ///
