@@ -1,4 +1,9 @@
-//! # dapl-testkit — test harnesses for dapl-rs (not published)
+//! # dapl-testkit — the test kit of dapl-rs (not published)
+//!
+//! [`kit`]: what the integration tests of `crates/dapl` share (a dev-dependency of `dapl`):
+//! the one list of links and the macros that generate a test per link
+//! ([`per_link!`], [`per_link_with!`], [`once!`]), `Side` and `Pair`, the connect/accept
+//! sequence, timeouts. Test files start with `use dapl_testkit::kit::*;`.
 //!
 //! [`inbound`]: the `engine_inbound` harness. It drives a tcp connection of the `dapl` crate
 //! over a socketpair, with no progress thread behind it, through the connection's receive path
@@ -18,3 +23,4 @@
 #![warn(missing_docs)]
 
 pub mod inbound;
+pub mod kit;

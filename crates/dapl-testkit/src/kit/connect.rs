@@ -1,0 +1,90 @@
+//! Connection qualifiers, listening, connection events and the one connect/accept sequence
+//! ([`connect`]) every test that just needs a connection uses.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dapl::{
+    ConnQual, ConnectionEvent, ConnectionEventKind, CrArrival, Endpoint, EpState, Evd, EvdFlags,
+    IaAddress, InterfaceAdapter, PspFlags, ServicePoint,
+};
+
+use super::T;
+
+static NEXT_QUAL: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh connection qualifier per use, so tests can run in parallel. Qualifiers are TCP ports
+/// on the tcp link: they stay in 20000..32000, below the kernel's ephemeral range (32768+),
+/// where an outgoing connection's local port could otherwise take a listener's port.
+pub fn qual() -> ConnQual {
+    let n = NEXT_QUAL.fetch_add(1, Ordering::Relaxed) % 3000;
+    20_000 + std::process::id() as u64 % 4 * 3000 + n
+}
+
+/// Listens on `q` of `ia` (a consumer PSP with a CR EVD of its own): (PSP, CR EVD, the IA's
+/// address).
+pub fn listen_on(ia: &InterfaceAdapter, q: ConnQual) -> (ServicePoint, Evd, IaAddress) {
+    let cr_evd = ia.evd_create(8, None, EvdFlags::CR).unwrap();
+    let psp = ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
+    (psp, cr_evd, ia.query().unwrap().ia_address)
+}
+
+/// Listens on a fresh qualifier ([`qual`]) of `ia`: (PSP, CR EVD, qualifier, address).
+pub fn listen(ia: &InterfaceAdapter) -> (ServicePoint, Evd, ConnQual, IaAddress) {
+    let q = qual();
+    let (psp, cr_evd, addr) = listen_on(ia, q);
+    (psp, cr_evd, q, addr)
+}
+
+/// Waits (up to [`T`]) for a CR arrival on `evd`.
+#[track_caller]
+pub fn expect_cr(evd: &Evd) -> CrArrival {
+    let (ev, _) = evd.wait(T, 1).expect("a CR arrival");
+    ev.as_cr_arrival().expect("a CR arrival").clone()
+}
+
+/// Waits (up to [`T`]) for the next connection event on `evd` and checks its kind.
+#[track_caller]
+pub fn expect_conn(evd: &Evd, kind: ConnectionEventKind) -> ConnectionEvent {
+    let (ev, _) = evd.wait(T, 1).expect("connection event");
+    let c = ev.as_connection().expect("a connection event").clone();
+    assert_eq!(c.kind, kind, "connection event");
+    c
+}
+
+/// One end of a connection: an endpoint and the EVD its connection events go to.
+#[derive(Clone, Copy)]
+pub struct End<'a> {
+    /// The endpoint.
+    pub ep: &'a Endpoint,
+    /// Its connection EVD (may be shared with other endpoints or event kinds).
+    pub conn_evd: &'a Evd,
+}
+
+/// The plain connect/accept sequence, for tests that need a connection (not those that test
+/// connection management itself): `passive_ia` listens on a fresh qualifier (a CR EVD and a
+/// PSP of its own), `active` connects with `request` as private data, the request arrives
+/// carrying it and is accepted onto `passive` with `reply`; both ends then report ESTABLISHED
+/// for their endpoint (the active one carrying `reply`) and are CONNECTED. Endpoints may have
+/// receives posted before. Returns the PSP and its CR EVD, which stay open.
+#[track_caller]
+pub fn connect(
+    active: End<'_>,
+    passive_ia: &InterfaceAdapter,
+    passive: End<'_>,
+    request: &[u8],
+    reply: &[u8],
+) -> (ServicePoint, Evd) {
+    let (psp, cr_evd, q, addr) = listen(passive_ia);
+    active.ep.connect(addr, q, T, request).unwrap();
+    let cr = expect_cr(&cr_evd).cr;
+    assert_eq!(cr.private_data(), request);
+    cr.accept(Some(passive.ep), reply).unwrap();
+    let est = expect_conn(active.conn_evd, ConnectionEventKind::Established);
+    assert_eq!(&est.ep, active.ep);
+    assert_eq!(est.private_data, reply);
+    let est = expect_conn(passive.conn_evd, ConnectionEventKind::Established);
+    assert_eq!(&est.ep, passive.ep);
+    assert_eq!(active.ep.state(), EpState::Connected);
+    assert_eq!(passive.ep.state(), EpState::Connected);
+    (psp, cr_evd)
+}
