@@ -6,14 +6,12 @@
 //! responder, more connections than a poll reads directly, and transmit backlogs. Each runs
 //! over every link (`per_link!`).
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use dapl::*;
+use dapl_testkit::kit::*;
 
 /// How long the polling phases of these tests last.
 const POLL_FOR: Duration = Duration::from_millis(50);

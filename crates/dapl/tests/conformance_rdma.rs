@@ -5,14 +5,12 @@
 //!
 //! Timing: "must happen" waits use the harness's `T`; "must not happen" checks wait `QUIET`.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Duration;
 
-use common::*;
 use dapl::*;
+use dapl_testkit::kit::*;
 
 /// How long a "must not happen" check waits.
 const QUIET: Duration = Duration::from_millis(100);
@@ -2332,59 +2330,64 @@ per_link!(ep_query_returns_attributes, |link| {
     s.close();
 });
 
-// Loopback only: it needs Sends held in the queue by the peer's missing receive buffers.
-loopback_only!(ep_request_queue_depth_is_enforced, |link| {
-    let a_attr = EpAttr {
-        max_request_dtos: 4,
-        max_request_iov: 2,
-        ..Default::default()
-    };
-    let p = pair_with(link, a_attr, EpAttr::default());
-    let la = p.a.lmr(64);
-    let lb = p.b.lmr(64);
-    expect_err(
-        p.a.ep.post_rdma_write(
-            &[la.triplet(0, 1), la.triplet(1, 1), la.triplet(2, 1)],
-            0,
-            &lb.rmr_triplet(0, 3),
-            CompletionFlags::empty(),
-        ),
-        ErrorType::InvalidParameter,
-    );
-    // Sends the peer has no buffers for stay queued and occupy the request queue.
-    for i in 0..4 {
+// Only on links where Sends the peer has no receive buffer for stay in the sender's queue: a
+// Send completes at the peer and waits there for a buffer (LinkCaps).
+per_link_with!(
+    completes_at_peer && rnr_waits_forever,
+    ep_request_queue_depth_is_enforced,
+    |link| {
+        let a_attr = EpAttr {
+            max_request_dtos: 4,
+            max_request_iov: 2,
+            ..Default::default()
+        };
+        let p = pair_with(link, a_attr, EpAttr::default());
+        let la = p.a.lmr(64);
+        let lb = p.b.lmr(64);
+        expect_err(
+            p.a.ep.post_rdma_write(
+                &[la.triplet(0, 1), la.triplet(1, 1), la.triplet(2, 1)],
+                0,
+                &lb.rmr_triplet(0, 3),
+                CompletionFlags::empty(),
+            ),
+            ErrorType::InvalidParameter,
+        );
+        // Sends the peer has no buffers for stay queued and occupy the request queue.
+        for i in 0..4 {
+            p.a.ep
+                .post_send(&[la.triplet(0, 8)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        expect_err(
+            p.a.ep.post_rdma_write(
+                &[la.triplet(0, 8)],
+                4,
+                &lb.rmr_triplet(0, 8),
+                CompletionFlags::empty(),
+            ),
+            ErrorType::InsufficientResources,
+        );
+        for i in 0..4 {
+            p.b.ep
+                .post_recv(&[lb.triplet(0, 64)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        for i in 0..4 {
+            assert_eq!(p.a.req_done().cookie, i);
+        }
         p.a.ep
-            .post_send(&[la.triplet(0, 8)], i, CompletionFlags::empty())
+            .post_rdma_write(
+                &[la.triplet(0, 8)],
+                4,
+                &lb.rmr_triplet(0, 8),
+                CompletionFlags::empty(),
+            )
             .unwrap();
+        assert_eq!(p.a.req_done().cookie, 4);
+        p.close();
     }
-    expect_err(
-        p.a.ep.post_rdma_write(
-            &[la.triplet(0, 8)],
-            4,
-            &lb.rmr_triplet(0, 8),
-            CompletionFlags::empty(),
-        ),
-        ErrorType::InsufficientResources,
-    );
-    for i in 0..4 {
-        p.b.ep
-            .post_recv(&[lb.triplet(0, 64)], i, CompletionFlags::empty())
-            .unwrap();
-    }
-    for i in 0..4 {
-        assert_eq!(p.a.req_done().cookie, i);
-    }
-    p.a.ep
-        .post_rdma_write(
-            &[la.triplet(0, 8)],
-            4,
-            &lb.rmr_triplet(0, 8),
-            CompletionFlags::empty(),
-        )
-        .unwrap();
-    assert_eq!(p.a.req_done().cookie, 4);
-    p.close();
-});
+);
 
 per_link!(ep_modify_when_connected_is_invalid_state, |link| {
     let p = Pair::new(link);

@@ -5,14 +5,12 @@
 //! seeds dat_ep_post_recv, dat_srq_post_recv, rdma_post_recvv, and the provider contract.
 //! "Must not happen" checks use a short timeout (`SHORT`).
 
-mod common;
-
 use std::os::fd::BorrowedFd;
 use std::thread;
 use std::time::Duration;
 
-use common::*;
 use dapl::*;
+use dapl_testkit::kit::*;
 
 /// Timeout for things that must not happen.
 const SHORT: Option<Duration> = Some(Duration::from_millis(50));
@@ -865,8 +863,10 @@ per_link!(post_send_on_disconnected_ep_is_flushed, |link| {
 
 // design.md: "A full queue is DAT_INSUFFICIENT_RESOURCES". Sends stay queued while the peer has
 // no receive posted.
-// Loopback only: it needs Sends held in the queue by the peer's missing receive buffers.
-loopback_only!(
+// Only on links where Sends the peer has no receive buffer for stay in the sender's queue: a
+// Send completes at the peer and waits there for a buffer (LinkCaps).
+per_link_with!(
+    completes_at_peer && rnr_waits_forever,
     post_send_full_request_queue_is_insufficient_resources,
     |link| {
         let attr = EpAttr {

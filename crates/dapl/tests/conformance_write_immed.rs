@@ -11,12 +11,10 @@
 //! (plus SOLICITED_WAIT, which marks the peer's receive completion solicited, as for a Send).
 //! Over tcp it is an RDMA Write followed by an RFC 7306 Immediate Data message (RDMAP opcode 8).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use dapl::*;
+use dapl_testkit::kit::*;
 
 /// Timeout for things that must not happen.
 const SHORT: Option<Duration> = Some(Duration::from_millis(50));

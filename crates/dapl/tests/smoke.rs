@@ -1,6 +1,5 @@
-mod common;
-use common::*;
 use dapl::*;
+use dapl_testkit::kit::*;
 
 per_link!(send_write_read_roundtrip, |link| {
     let p = Pair::new(link);
