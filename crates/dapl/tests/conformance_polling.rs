@@ -145,20 +145,11 @@ per_link!(one_poller_gets_every_message_of_three_connections, |link| {
                 .unwrap();
         }
         let peer = Side::new(link, None);
-        let cr_evd = peer.ia.evd_create(8, None, EvdFlags::CR).unwrap();
-        let q = qual();
-        let psp = peer.ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
-        ep.connect(peer.ia.query().unwrap().ia_address, q, T, b"")
-            .unwrap();
-        let (ev, _) = cr_evd.wait(T, 1).unwrap();
-        let cr = ev.as_cr_arrival().unwrap().cr.clone();
-        cr.accept(Some(&peer.ep), b"").unwrap();
-        peer.expect_conn(ConnectionEventKind::Established);
-        let (ev, _) = conn.wait(T, 1).unwrap();
-        assert_eq!(
-            ev.as_connection().unwrap().kind,
-            ConnectionEventKind::Established
-        );
+        let active = End {
+            ep: &ep,
+            conn_evd: &conn,
+        };
+        let (psp, cr_evd) = connect(active, &peer.ia, peer.end(), b"", b"");
         eps.push((ep, conn));
         let src = peer.lmr(8);
         peers.push((peer, psp, cr_evd, src));

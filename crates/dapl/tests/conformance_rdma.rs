@@ -70,21 +70,6 @@ fn expect_conn_end(side: &Side) -> ConnectionEventKind {
     c.kind
 }
 
-/// Listens on a fresh qualifier of `side`'s IA: (PSP, CR EVD, qualifier, address).
-fn listen(side: &Side) -> (ServicePoint, Evd, ConnQual, IaAddress) {
-    let cr_evd = side.ia.evd_create(8, None, EvdFlags::CR).unwrap();
-    let q = qual();
-    let psp = side.ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
-    (psp, cr_evd, q, side.ia.query().unwrap().ia_address)
-}
-
-/// Waits for a CR arrival on `evd`.
-#[track_caller]
-fn expect_cr(evd: &Evd) -> CrArrival {
-    let (ev, _) = evd.wait(T, 1).expect("a CR arrival");
-    ev.as_cr_arrival().expect("a CR arrival").clone()
-}
-
 /// An LMR of `len` bytes with `privs`, filled with `byte`.
 fn filled(pz: &Pz, len: usize, privs: MemPriv, byte: u8) -> Lmr {
     let l = pz.lmr_allocate(len, privs).unwrap();
@@ -488,7 +473,7 @@ per_link!(rdma_read_in_pending_states_is_invalid_state, |link| {
     // (PASSIVE_CONNECTION_PENDING cannot be held from outside on loopback, where accept
     // completes inside cr_accept; it is covered by the same state check.)
     // ACTIVE_CONNECTION_PENDING: connect to a PSP that never answers.
-    let (_psp, cr_evd, q, addr) = listen(&b);
+    let (_psp, cr_evd, q, addr) = b.listen();
     a.ep.connect(addr, q, None, b"").unwrap();
     assert_eq!(a.ep.state(), EpState::ActiveConnectionPending);
     expect_err(read(&a.ep, &la), ErrorType::InvalidState);
@@ -1219,7 +1204,7 @@ per_link!(
 per_link!(psp_create_on_used_qualifier_is_conn_qual_in_use, |link| {
     let s = Side::new(link, None);
     let other = Side::new(link, None);
-    let (psp, cr_evd, q, _) = listen(&s);
+    let (psp, cr_evd, q, _) = s.listen();
     let e = expect_err(
         s.ia.psp_create(q, &cr_evd, PspFlags::Consumer),
         ErrorType::ConnQualInUse,
@@ -1277,7 +1262,6 @@ per_link!(
     ep_create_accepts_evds_of_another_ia_of_the_process,
     |link| {
         let b = Side::new(link, None);
-        let (_psp, cr_evd, q, addr) = listen(&b);
         let (ia1, _) = InterfaceAdapter::open(link, 8).unwrap();
         let (ia2, _) = InterfaceAdapter::open(link, 8).unwrap();
         let evd = ia1
@@ -1287,12 +1271,12 @@ per_link!(
         let ep = ia2
             .ep_create(&pz, Some(&evd), Some(&evd), Some(&evd), None)
             .unwrap();
-        ep.connect(addr, q, T, b"").unwrap();
-        expect_cr(&cr_evd).cr.accept(Some(&b.ep), b"").unwrap();
-        let (ev, _) = evd.wait(T, 1).unwrap();
-        let c = ev.as_connection().expect("a connection event");
-        assert_eq!((c.kind, &c.ep), (ConnectionEventKind::Established, &ep));
-        b.expect_conn(ConnectionEventKind::Established);
+        // ESTABLISHED (naming `ep`) arrives on the EVD of the other IA.
+        let active = End {
+            ep: &ep,
+            conn_evd: &evd,
+        };
+        let _listening = connect(active, &b.ia, b.end(), b"", b"");
         ia2.close(CloseFlags::Abrupt).unwrap();
         ia1.close(CloseFlags::Abrupt).unwrap();
         b.close();
@@ -1342,7 +1326,7 @@ per_link!(
     |link| {
         let a = Side::new(link, None);
         let b = Side::new(link, None);
-        let (_psp, cr_evd, q, addr) = listen(&b);
+        let (_psp, cr_evd, q, addr) = b.listen();
         a.ep.connect(addr, q, T, b"please").unwrap();
         let arr = expect_cr(&cr_evd);
         assert_eq!(arr.cr.private_data(), b"please");
@@ -1366,7 +1350,7 @@ per_link!(
 per_link!(connect_timeout_is_timed_out, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
-    let (_psp, cr_evd, q, addr) = listen(&b);
+    let (_psp, cr_evd, q, addr) = b.listen();
     a.ep.connect(addr, q, Some(Duration::from_millis(50)), b"")
         .unwrap();
     let arr = expect_cr(&cr_evd);
@@ -1387,7 +1371,7 @@ per_link!(connect_timeout_does_not_fire_after_established, |link| {
     // attempt: it must not end that connection.
     let a = Side::new(link, None);
     let b = Side::new(link, None);
-    let (_psp, cr_evd, q, addr) = listen(&b);
+    let (_psp, cr_evd, q, addr) = b.listen();
     a.ep.connect(addr, q, Some(Duration::from_millis(150)), b"")
         .unwrap();
     expect_cr(&cr_evd).cr.accept(Some(&b.ep), b"").unwrap();
@@ -1415,7 +1399,7 @@ per_link!(private_data_over_252_bytes_is_invalid_parameter, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
     assert_eq!(a.ia.query().unwrap().max_private_data_size, 252);
-    let (_psp, cr_evd, q, addr) = listen(&b);
+    let (_psp, cr_evd, q, addr) = b.listen();
     let big = vec![1u8; 253];
     expect_err(a.ep.connect(addr, q, T, &big), ErrorType::InvalidParameter);
     assert_eq!(a.ep.state(), EpState::Unconnected);
@@ -1508,7 +1492,7 @@ per_link!(
     |link| {
         let a = Side::new(link, None);
         let b = Side::new(link, None);
-        let (_psp, cr_evd, q, addr) = listen(&b);
+        let (_psp, cr_evd, q, addr) = b.listen();
         a.ep.connect(addr, q, None, b"").unwrap();
         let arr = expect_cr(&cr_evd);
         assert_eq!(a.ep.state(), EpState::ActiveConnectionPending);
@@ -1609,7 +1593,7 @@ per_link!(ep_reset_on_connected_is_invalid_state, |link| {
     assert_eq!(p.a.req_done().status, DtoStatus::Success);
     // And in a pending state.
     let c = Side::new(link, None);
-    let (_psp, _cr_evd, q, addr) = listen(&p.b);
+    let (_psp, _cr_evd, q, addr) = p.b.listen();
     c.ep.connect(addr, q, None, b"").unwrap();
     expect_err(c.ep.reset(), ErrorType::InvalidState);
     c.close();
@@ -1667,7 +1651,7 @@ per_link!(rsp_reserves_ep_and_accept_none_uses_it, |link| {
 per_link!(cr_query_shows_private_data, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
-    let (psp, cr_evd, q, addr) = listen(&b);
+    let (psp, cr_evd, q, addr) = b.listen();
     a.ep.connect(addr, q, T, b"query me").unwrap();
     let arr = expect_cr(&cr_evd);
     let cq = arr.cr.query().unwrap();
@@ -1686,7 +1670,7 @@ per_link!(accepting_cr_twice_is_invalid_handle, |link| {
     // A new request, accepted once...
     let c = Side::new(link, None);
     let d = Side::new(link, None);
-    let (_psp, cr_evd, q, addr) = listen(&d);
+    let (_psp, cr_evd, q, addr) = d.listen();
     c.ep.connect(addr, q, T, b"").unwrap();
     let arr = expect_cr(&cr_evd);
     arr.cr.accept(Some(&d.ep), b"").unwrap();
@@ -1763,7 +1747,7 @@ per_link!(
 per_link!(established_carries_accept_private_data, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
-    let (_psp, cr_evd, q, addr) = listen(&b);
+    let (_psp, cr_evd, q, addr) = b.listen();
     a.ep.connect(addr, q, T, b"hi").unwrap();
     let arr = expect_cr(&cr_evd);
     let pd = b"accepted: here is my rkey".to_vec();
@@ -1779,7 +1763,7 @@ per_link!(established_carries_accept_private_data, |link| {
     // Empty private data gives an empty ESTABLISHED payload.
     let c = Side::new(link, None);
     let d = Side::new(link, None);
-    let (_psp2, cr2, q2, addr2) = listen(&d);
+    let (_psp2, cr2, q2, addr2) = d.listen();
     c.ep.connect(addr2, q2, T, b"").unwrap();
     expect_cr(&cr2).cr.accept(Some(&d.ep), b"").unwrap();
     assert!(c
@@ -1795,7 +1779,7 @@ per_link!(established_carries_accept_private_data, |link| {
 per_link!(cr_arrival_names_psp_and_consumer_qualifier, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
-    let (psp, cr_evd, q, addr) = listen(&b);
+    let (psp, cr_evd, q, addr) = b.listen();
     a.ep.connect(addr, q, T, b"").unwrap();
     let arr = expect_cr(&cr_evd);
     assert_eq!(arr.sp, psp);
@@ -2135,7 +2119,7 @@ per_link!(evd_free_while_in_use_is_invalid_state, |link| {
         assert_eq!(e.subtype(), Subtype::InvalidStateEvdInUse);
     }
     // A CR EVD used by a PSP.
-    let (psp, cr_evd, _, _) = listen(&s);
+    let (psp, cr_evd, _, _) = s.listen();
     expect_err(cr_evd.free(), ErrorType::InvalidState);
     psp.free().unwrap();
     cr_evd.free().unwrap();
@@ -2207,7 +2191,7 @@ per_link!(operations_on_freed_handles_are_invalid_handle, |link| {
             None,
         )
         .unwrap();
-    let (psp, _cr_evd, _, addr) = listen(&s);
+    let (psp, _cr_evd, _, addr) = s.listen();
 
     ep2.free().unwrap();
     expect_err(ep2.query(), ErrorType::InvalidHandle);
@@ -2683,7 +2667,7 @@ per_link!(rdma_posted_on_established_finds_peer_connected, |link| {
     // still pending: the connection is up on both ends before either hears ESTABLISHED.
     let a = Side::new(link, None);
     let b = Side::new(link, None);
-    let (_psp, cr_evd, q, addr) = listen(&b);
+    let (_psp, cr_evd, q, addr) = b.listen();
     let la = a.lmr(64);
     let lb = b.lmr(64);
     for i in 0..500u64 {

@@ -89,32 +89,6 @@ fn disconnected_pair(link: &str) -> Pair {
     p
 }
 
-/// Connects `active` to `passive_ep` of `passive_ia` through a fresh PSP and waits until both
-/// report ESTABLISHED. Returns what must stay alive (PSP and its CR EVD).
-fn connect_to(
-    active: &Side,
-    passive_ia: &InterfaceAdapter,
-    passive_ep: &Endpoint,
-    passive_conn_evd: &Evd,
-) -> (ServicePoint, Evd) {
-    let cr_evd = passive_ia.evd_create(8, None, EvdFlags::CR).unwrap();
-    let q = qual();
-    let psp = passive_ia
-        .psp_create(q, &cr_evd, PspFlags::Consumer)
-        .unwrap();
-    let addr = passive_ia.query().unwrap().ia_address;
-    active.ep.connect(addr, q, T, b"").unwrap();
-    let (ev, _) = cr_evd.wait(T, 1).unwrap();
-    let cr = ev.as_cr_arrival().expect("CR arrival").cr.clone();
-    cr.accept(Some(passive_ep), b"").unwrap();
-    active.expect_conn(ConnectionEventKind::Established);
-    let (ev, _) = passive_conn_evd.wait(T, 1).unwrap();
-    let c = ev.as_connection().expect("a connection event");
-    assert_eq!(c.kind, ConnectionEventKind::Established);
-    assert_eq!(&c.ep, passive_ep);
-    (psp, cr_evd)
-}
-
 /// A passive IA whose endpoints all take receives from one SRQ, each connected to its own
 /// active peer (a plain `Side`).
 struct SrqSide {
@@ -156,7 +130,11 @@ impl SrqSide {
         let mut keep = Vec::new();
         for ep in &eps {
             let peer = Side::new(link, None);
-            keep.push(connect_to(&peer, &ia, ep, &conn_evd));
+            let passive = End {
+                ep,
+                conn_evd: &conn_evd,
+            };
+            keep.push(connect(peer.end(), &ia, passive, b"", b""));
             peers.push(peer);
         }
         SrqSide {
@@ -1629,26 +1607,30 @@ per_link!(cno_free_is_invalid_state_while_an_evd_is_attached, |link| {
 
 // iWARP has no RNR retry: an inbound Send that finds no receive buffer waits briefly on tcp (the
 // peer may be racing a re-post), then the receiver terminates the stream (DDP untagged error
-// "no buffer") and both endpoints end, the sender's outstanding work flushed.
-#[test]
-fn tcp_send_without_receive_buffer_past_grace_breaks_connection() {
-    let p = Pair::new("tcp");
-    let la = p.a.lmr(64);
-    send(&p.a, &la, 0, b"nobody", 1, CompletionFlags::empty());
-    let s = p.a.req_done();
-    assert_eq!((s.cookie, s.status), (1, DtoStatus::Success));
-    let b_end = p.b.conn_evd.wait(T, 1).unwrap().0;
-    assert_eq!(
-        b_end.as_connection().unwrap().kind,
-        ConnectionEventKind::Broken
-    );
-    let a_end = p.a.conn_evd.wait(T, 1).unwrap().0;
-    assert_eq!(
-        a_end.as_connection().unwrap().kind,
-        ConnectionEventKind::Broken
-    );
-    assert_eq!(p.a.ep.state(), EpState::Disconnected);
-    assert_eq!(p.b.ep.state(), EpState::Disconnected);
-    assert_empty(&p.b.recv_evd);
-    p.close();
-}
+// "no buffer") and both endpoints end, the sender's outstanding work flushed. Only on links
+// where a Send does not wait for a receive without limit (LinkCaps).
+per_link_with!(
+    !rnr_waits_forever,
+    send_without_receive_buffer_past_grace_breaks_connection,
+    |link| {
+        let p = Pair::new(link);
+        let la = p.a.lmr(64);
+        send(&p.a, &la, 0, b"nobody", 1, CompletionFlags::empty());
+        let s = p.a.req_done();
+        assert_eq!((s.cookie, s.status), (1, DtoStatus::Success));
+        let b_end = p.b.conn_evd.wait(T, 1).unwrap().0;
+        assert_eq!(
+            b_end.as_connection().unwrap().kind,
+            ConnectionEventKind::Broken
+        );
+        let a_end = p.a.conn_evd.wait(T, 1).unwrap().0;
+        assert_eq!(
+            a_end.as_connection().unwrap().kind,
+            ConnectionEventKind::Broken
+        );
+        assert_eq!(p.a.ep.state(), EpState::Disconnected);
+        assert_eq!(p.b.ep.state(), EpState::Disconnected);
+        assert_empty(&p.b.recv_evd);
+        p.close();
+    }
+);

@@ -151,19 +151,11 @@ impl SrqSide {
         let mut keep = Vec::new();
         for ep in &eps {
             let peer = Side::new(link, None);
-            let cr_evd = ia.evd_create(8, None, EvdFlags::CR).unwrap();
-            let q = qual();
-            let psp = ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
-            let addr = ia.query().unwrap().ia_address;
-            peer.ep.connect(addr, q, T, b"").unwrap();
-            let (ev, _) = cr_evd.wait(T, 1).unwrap();
-            let cr = ev.as_cr_arrival().expect("CR arrival").cr.clone();
-            cr.accept(Some(ep), b"").unwrap();
-            peer.expect_conn(ConnectionEventKind::Established);
-            let (ev, _) = conn_evd.wait(T, 1).unwrap();
-            let c = ev.as_connection().expect("a connection event");
-            assert_eq!((c.kind, &c.ep), (ConnectionEventKind::Established, ep));
-            keep.push((psp, cr_evd));
+            let passive = End {
+                ep,
+                conn_evd: &conn_evd,
+            };
+            keep.push(connect(peer.end(), &ia, passive, b"", b""));
             peers.push(peer);
         }
         SrqSide {
@@ -366,12 +358,11 @@ per_link!(
 // Over tcp a peer that posts no receive within the RNR grace (500 ms) ends the connection with a
 // Terminate ("no buffer"), exactly as for a Send: both sides see BROKEN and nothing completes as
 // RECV_IMMED. (On loopback a Send, and so a write with immediate data, waits without limit.)
-mod write_immed_without_receive_past_the_rnr_grace_breaks_like_a_send {
-    use super::*;
-
-    #[test]
-    fn tcp() {
-        let p = Pair::new("tcp");
+per_link_with!(
+    !rnr_waits_forever,
+    write_immed_without_receive_past_the_rnr_grace_breaks_like_a_send,
+    |link| {
+        let p = Pair::new(link);
         let la = p.a.lmr(64);
         let lb = sentinel_lmr(&p.b.pz, 64);
         write_immed(
@@ -398,7 +389,7 @@ mod write_immed_without_receive_past_the_rnr_grace_breaks_like_a_send {
         );
         p.close();
     }
-}
+);
 
 // ------------------------------------------------------------------------------------------------
 // Completion flags

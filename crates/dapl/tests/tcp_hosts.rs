@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dapl::*;
+use dapl_testkit::kit::{listen_on, Side};
 
 const SIZE: usize = 64 << 20;
 const T: Option<Duration> = Some(Duration::from_secs(60));
@@ -27,18 +28,6 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn side(ia_name: &str) -> (InterfaceAdapter, Pz, Evd, Evd, Evd, Endpoint) {
-    let (ia, _) = InterfaceAdapter::open(ia_name, 16).expect("ia_open");
-    let pz = ia.pz_create().unwrap();
-    let recv = ia.evd_create(16, None, EvdFlags::DTO).unwrap();
-    let req = ia.evd_create(16, None, EvdFlags::DTO).unwrap();
-    let conn = ia.evd_create(16, None, EvdFlags::CONNECTION).unwrap();
-    let ep = ia
-        .ep_create(&pz, Some(&recv), Some(&req), Some(&conn), None)
-        .unwrap();
-    (ia, pz, recv, req, conn, ep)
-}
-
 fn dto(evd: &Evd) -> DtoCompletion {
     let (ev, _) = evd.wait(T, 1).expect("a DTO completion");
     ev.as_dto().expect("a DTO event").clone()
@@ -52,17 +41,16 @@ fn conn_event(evd: &Evd) -> ConnectionEvent {
 /// Server: exposes a 64 MiB region (its RMR triplet goes in the accept's private data), takes
 /// the client's 64 MiB send and checks it, then waits for the client to disconnect.
 fn server(ip: &str, qual: u64) {
-    let (ia, pz, recv, _req, conn, ep) = side(&format!("tcp:{ip}"));
-    let window = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
-    let inbox = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
-    ep.post_recv(
+    let s = Side::with_qlen(&format!("tcp:{ip}"), None, 16);
+    let window = s.lmr(SIZE);
+    let inbox = s.lmr(SIZE);
+    s.ep.post_recv(
         &[inbox.triplet(0, SIZE as u64)],
         1,
         CompletionFlags::empty(),
     )
     .unwrap();
-    let cr_evd = ia.evd_create(4, None, EvdFlags::CR).unwrap();
-    let _psp = ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
+    let (_psp, cr_evd, _) = listen_on(&s.ia, qual);
     println!("LISTENING");
     let (ev, _) = cr_evd.wait(T, 1).expect("a connection request");
     let cr = ev.as_cr_arrival().unwrap().cr.clone();
@@ -70,9 +58,12 @@ fn server(ip: &str, qual: u64) {
     let mut pd = Vec::new();
     pd.extend_from_slice(&t.rmr_context.to_be_bytes());
     pd.extend_from_slice(&t.virtual_address.to_be_bytes());
-    cr.accept(Some(&ep), &pd).unwrap();
-    assert_eq!(conn_event(&conn).kind, ConnectionEventKind::Established);
-    let r = dto(&recv);
+    cr.accept(Some(&s.ep), &pd).unwrap();
+    assert_eq!(
+        conn_event(&s.conn_evd).kind,
+        ConnectionEventKind::Established
+    );
+    let r = dto(&s.recv_evd);
     assert_eq!(
         (r.cookie, r.status, r.transferred_length),
         (1, DtoStatus::Success, SIZE as u64)
@@ -86,21 +77,22 @@ fn server(ip: &str, qual: u64) {
         window.to_vec(0, SIZE).unwrap() == pattern(1, SIZE),
         "the 64 MiB RDMA write arrived changed"
     );
-    let end = conn_event(&conn);
+    let end = conn_event(&s.conn_evd);
     assert_eq!(end.kind, ConnectionEventKind::Disconnected);
-    ia.close(CloseFlags::Abrupt).unwrap();
+    s.close();
     println!("SERVER OK");
 }
 
 /// Client: writes 64 MiB into the server's window, reads it back, sends 64 MiB.
 fn client(local: &str, server_ip: &str, qual: u64) {
-    let (ia, pz, _recv, req, conn, ep) = side(&format!("tcp:{local}"));
-    let out = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
+    let c = Side::with_qlen(&format!("tcp:{local}"), None, 16);
+    let (ep, req, conn) = (&c.ep, &c.req_evd, &c.conn_evd);
+    let out = c.lmr(SIZE);
     out.write(0, &pattern(1, SIZE)).unwrap();
-    let back = pz.lmr_allocate(SIZE, MemPriv::ALL).unwrap();
+    let back = c.lmr(SIZE);
     let addr = std::net::SocketAddr::new(server_ip.parse().unwrap(), 0);
     ep.connect(addr, qual, T, b"").unwrap();
-    let est = conn_event(&conn);
+    let est = conn_event(conn);
     assert_eq!(est.kind, ConnectionEventKind::Established);
     let pd = est.private_data;
     let ctx = u32::from_be_bytes(pd[0..4].try_into().unwrap());
@@ -120,9 +112,9 @@ fn client(local: &str, server_ip: &str, qual: u64) {
         CompletionFlags::empty(),
     )
     .unwrap();
-    let w = dto(&req);
+    let w = dto(req);
     assert_eq!((w.cookie, w.status), (1, DtoStatus::Success));
-    let r = dto(&req);
+    let r = dto(req);
     assert_eq!(
         (r.cookie, r.status, r.transferred_length),
         (2, DtoStatus::Success, SIZE as u64)
@@ -134,12 +126,12 @@ fn client(local: &str, server_ip: &str, qual: u64) {
     out.write(0, &pattern(2, SIZE)).unwrap();
     ep.post_send(&[out.triplet(0, SIZE as u64)], 3, CompletionFlags::empty())
         .unwrap();
-    let s = dto(&req);
+    let s = dto(req);
     assert_eq!((s.cookie, s.status), (3, DtoStatus::Success));
     // Graceful: the send is on its way before the FIN.
     ep.disconnect(CloseFlags::Graceful).unwrap();
-    assert_eq!(conn_event(&conn).kind, ConnectionEventKind::Disconnected);
-    ia.close(CloseFlags::Abrupt).unwrap();
+    assert_eq!(conn_event(conn).kind, ConnectionEventKind::Disconnected);
+    c.close();
     println!("CLIENT OK");
 }
 
