@@ -1,7 +1,9 @@
 //! Conformance tests for RDMA read/write, IRD/ORD, fencing and ordering, connection management,
 //! object lifetimes and error reporting. One test per rule, named after it, instantiated per link
-//! with `per_link!`. Rules come from /work/shared/design.md ("Semantics that are easy to get
-//! wrong"), the seed man pages and the provider contract (section 5).
+//! with `per_link!` (`per_link_with!` where the rule needs a link capability); argument and state
+//! checks of objects that are never connected do not depend on the link and run once
+//! (`once!`). Rules come from /work/shared/design.md ("Semantics that are easy to get wrong"),
+//! the seed man pages and the provider contract (section 5).
 //!
 //! Timing: "must happen" waits use the harness's `T`; "must not happen" checks wait `QUIET`.
 
@@ -430,7 +432,7 @@ per_link!(rdma_read_on_disconnected_ep_is_flushed_at_once, |link| {
     p.close();
 });
 
-per_link!(rdma_read_on_unconnected_ep_is_invalid_state, |link| {
+once!(rdma_read_on_unconnected_ep_is_invalid_state, |link| {
     let s = Side::new(link, None);
     let l = s.lmr(64);
     let e = expect_err(
@@ -1564,7 +1566,7 @@ per_link!(
     }
 );
 
-per_link!(ep_reset_on_unconnected_succeeds, |link| {
+once!(ep_reset_on_unconnected_succeeds, |link| {
     let s = Side::new(link, None);
     s.ep.reset().unwrap();
     s.ep.reset().unwrap();
@@ -1796,7 +1798,7 @@ per_link!(cr_arrival_names_psp_and_consumer_qualifier, |link| {
 // ------------------------------------------------------------------------------------------------
 // Objects
 
-per_link!(pz_free_while_in_use_is_invalid_state, |link| {
+once!(pz_free_while_in_use_is_invalid_state, |link| {
     let s = Side::new(link, None);
     // In use by the EP.
     let e = expect_err(s.pz.free(), ErrorType::InvalidState);
@@ -1818,7 +1820,7 @@ per_link!(pz_free_while_in_use_is_invalid_state, |link| {
     s.ia.close(CloseFlags::Abrupt).unwrap();
 });
 
-per_link!(lmr_allocate_zero_is_length_error, |link| {
+once!(lmr_allocate_zero_is_length_error, |link| {
     let s = Side::new(link, None);
     let e = expect_err(s.pz.lmr_allocate(0, MemPriv::ALL), ErrorType::LengthError);
     assert!(e.to_string().contains("DAT_LENGTH_ERROR"), "{e}");
@@ -1826,7 +1828,7 @@ per_link!(lmr_allocate_zero_is_length_error, |link| {
     s.close();
 });
 
-per_link!(lmr_free_while_rmr_bound_is_invalid_state, |link| {
+once!(lmr_free_while_rmr_bound_is_invalid_state, |link| {
     let s = Side::new(link, None);
     let l = s.lmr(4096);
     let rmr = s.pz.rmr_create().unwrap();
@@ -2112,7 +2114,7 @@ per_link!(rmr_rebind_invalidates_previous_context, |link| {
     p.close();
 });
 
-per_link!(evd_free_while_in_use_is_invalid_state, |link| {
+once!(evd_free_while_in_use_is_invalid_state, |link| {
     let s = Side::new(link, None);
     for evd in [&s.recv_evd, &s.req_evd, &s.conn_evd] {
         let e = expect_err(evd.free(), ErrorType::InvalidState);
@@ -2133,7 +2135,7 @@ per_link!(evd_free_while_in_use_is_invalid_state, |link| {
     s.ia.close(CloseFlags::Abrupt).unwrap();
 });
 
-per_link!(
+once!(
     ia_close_graceful_with_live_objects_is_invalid_state,
     |link| {
         let s = Side::new(link, None);
@@ -2276,7 +2278,7 @@ per_link!(operations_on_freed_handles_are_invalid_handle, |link| {
     s.close();
 });
 
-per_link!(ep_query_returns_attributes, |link| {
+once!(ep_query_returns_attributes, |link| {
     let attr = EpAttr {
         max_recv_dtos: 7,
         max_request_dtos: 9,
@@ -2388,7 +2390,7 @@ per_link!(ep_modify_when_connected_is_invalid_state, |link| {
     p.close();
 });
 
-per_link!(
+once!(
     ep_attr_with_invalid_completion_flags_is_invalid_parameter,
     |link| {
         let s = Side::new(link, None);
@@ -2428,7 +2430,7 @@ per_link!(
     }
 );
 
-per_link!(ia_open_unknown_name_is_provider_not_found, |_link| {
+once!(ia_open_unknown_name_is_provider_not_found, |_link| {
     for name in ["no-such-ia", "", "LOOPBACK", "tcp:nowhere"] {
         let e = expect_err(
             InterfaceAdapter::open(name, 8).map(|_| ()),

@@ -1,5 +1,7 @@
 //! Conformance tests for receives, sends' completions, SRQs, EVDs and CNOs, one test per rule
-//! (named after it), each instantiated per link with `per_link!`.
+//! (named after it), each instantiated per link with `per_link!` (`per_link_with!` where the
+//! rule needs a link capability); argument and state checks of objects that are never connected
+//! (posting checks, SRQ, EVD and CNO rules) do not depend on the link and run once (`once!`).
 //!
 //! Sources of the rules: /work/shared/design.md ("Semantics that are easy to get wrong"), the
 //! seeds dat_ep_post_recv, dat_srq_post_recv, rdma_post_recvv, and the provider contract.
@@ -367,7 +369,7 @@ per_link!(posted_recvs_are_flushed_on_peer_disconnect, |link| {
 
 // dat_ep_post_recv: "The value of DAT_COMPLETION_UNSIGNALLED_FLAG is only valid if the Endpoint
 // Recv Completion Flags DAT_COMPLETION_UNSIGNALLED_FLAG. Otherwise, DAT_INVALID_PARAMETER".
-per_link!(
+once!(
     post_recv_unsignalled_without_ep_flag_is_invalid_parameter,
     |link| {
         for ep_flags in [
@@ -421,7 +423,7 @@ per_link!(
 );
 
 // design.md: PZ mismatch between an LMR and the EP is DAT_PROTECTION_VIOLATION.
-per_link!(post_recv_lmr_of_other_pz_is_protection_violation, |link| {
+once!(post_recv_lmr_of_other_pz_is_protection_violation, |link| {
     let b = Side::new(link, None);
     let other = b.ia.pz_create().unwrap();
     let l = other.lmr_allocate(64, MemPriv::ALL).unwrap();
@@ -440,7 +442,7 @@ per_link!(post_recv_lmr_of_other_pz_is_protection_violation, |link| {
 });
 
 // design.md: a receive needs LOCAL_WRITE on its LMRs (the seed's "local read" is a slip).
-per_link!(
+once!(
     post_recv_lmr_without_local_write_is_privileges_violation,
     |link| {
         let b = Side::new(link, None);
@@ -465,7 +467,7 @@ per_link!(
 
 // dat_ep_post_recv: DAT_INVALID_PARAMETER "one of the IOV segments pointed to a memory outside
 // its LMR", including offsets whose end overflows u64.
-per_link!(post_recv_segment_outside_lmr_is_invalid_parameter, |link| {
+once!(post_recv_segment_outside_lmr_is_invalid_parameter, |link| {
     let b = Side::new(link, None);
     let l = b.lmr(4096);
     let len = l.len() as u64;
@@ -494,7 +496,7 @@ per_link!(post_recv_segment_outside_lmr_is_invalid_parameter, |link| {
 
 // dat_ep_post_recv: DAT_PRIVILEGES_VIOLATION "One of the LMRs used in local_iov was either
 // invalid or ...".
-per_link!(
+once!(
     post_recv_invalid_lmr_context_is_privileges_violation,
     |link| {
         let b = Side::new(link, None);
@@ -544,7 +546,7 @@ per_link!(post_recv_too_many_segments_is_invalid_parameter, |link| {
 });
 
 // design.md: a full queue is DAT_INSUFFICIENT_RESOURCES.
-per_link!(post_recv_full_queue_is_insufficient_resources, |link| {
+once!(post_recv_full_queue_is_insufficient_resources, |link| {
     let attr = EpAttr {
         max_recv_dtos: 2,
         ..EpAttr::default()
@@ -564,7 +566,7 @@ per_link!(post_recv_full_queue_is_insufficient_resources, |link| {
 });
 
 // dat_ep_post_recv: DAT_INVALID_HANDLE "The ep_handle parameter is invalid."
-per_link!(post_recv_on_freed_ep_is_invalid_handle, |link| {
+once!(post_recv_on_freed_ep_is_invalid_handle, |link| {
     let b = Side::new(link, None);
     let l = b.lmr(64);
     b.ep.free().unwrap();
@@ -810,7 +812,7 @@ per_link!(
 );
 
 // design.md: sends are valid in CONNECTED and DISCONNECTED; other states DAT_INVALID_STATE.
-per_link!(post_send_on_unconnected_ep_is_invalid_state, |link| {
+once!(post_send_on_unconnected_ep_is_invalid_state, |link| {
     let a = Side::new(link, None);
     let la = a.lmr(64);
     assert_eq!(a.ep.state(), EpState::Unconnected);
@@ -1045,7 +1047,7 @@ per_link!(srq_post_recv_scatters_and_takes_zero_length, |link| {
 
 // dat_srq_post_recv: DAT_PROTECTION_VIOLATION "Protection Zone mismatch between an LMR of one of
 // the local_iov segments and the SRQ".
-per_link!(
+once!(
     srq_post_recv_lmr_of_other_pz_is_protection_violation,
     |link| {
         let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
@@ -1070,7 +1072,7 @@ per_link!(
 
 // dat_srq_post_recv: DAT_PRIVILEGES_VIOLATION "... did not have the local write privileges";
 // DAT_INVALID_PARAMETER for a segment outside its LMR or too many segments.
-per_link!(
+once!(
     srq_post_recv_without_local_write_is_privileges_violation,
     |link| {
         let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
@@ -1110,7 +1112,7 @@ per_link!(
     }
 );
 
-per_link!(srq_post_recv_full_is_insufficient_resources, |link| {
+once!(srq_post_recv_full_is_insufficient_resources, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let pz = ia.pz_create().unwrap();
     let attr = SrqAttr {
@@ -1130,7 +1132,7 @@ per_link!(srq_post_recv_full_is_insufficient_resources, |link| {
 });
 
 // dat_srq_free: refused while an EP uses the SRQ; fine once it is gone.
-per_link!(srq_free_is_invalid_state_while_an_ep_uses_it, |link| {
+once!(srq_free_is_invalid_state_while_an_ep_uses_it, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let pz = ia.pz_create().unwrap();
     let srq = ia.srq_create(&pz, &SrqAttr::default()).unwrap();
@@ -1184,7 +1186,7 @@ per_link!(srq_low_watermark_raises_exactly_one_async_event, |link| {
 });
 
 // dat_srq_set_lw: if the count is already below the new watermark the event is raised at once.
-per_link!(srq_set_lw_below_current_count_fires_at_once, |link| {
+once!(srq_set_lw_below_current_count_fires_at_once, |link| {
     let (ia, async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let pz = ia.pz_create().unwrap();
     let srq = ia.srq_create(&pz, &SrqAttr::default()).unwrap();
@@ -1204,7 +1206,7 @@ per_link!(srq_set_lw_below_current_count_fires_at_once, |link| {
 });
 
 // dat_srq_resize: refused below the number of posted receives.
-per_link!(srq_resize_below_posted_count_is_invalid_state, |link| {
+once!(srq_resize_below_posted_count_is_invalid_state, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let pz = ia.pz_create().unwrap();
     let attr = SrqAttr {
@@ -1251,7 +1253,7 @@ per_link!(srq_query_reports_posted_and_ep_counts, |link| {
 });
 
 // An EP that takes its receives from an SRQ has no receive queue of its own.
-per_link!(post_recv_on_srq_ep_is_invalid_state, |link| {
+once!(post_recv_on_srq_ep_is_invalid_state, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let pz = ia.pz_create().unwrap();
     let srq = ia.srq_create(&pz, &SrqAttr::default()).unwrap();
@@ -1308,7 +1310,7 @@ per_link!(srq_ep_disconnect_posts_async_ep_broken, |link| {
 // EVD
 
 // dat_evd_dequeue on an empty EVD: DAT_QUEUE_EMPTY, here Ok(None).
-per_link!(evd_dequeue_on_empty_returns_none, |link| {
+once!(evd_dequeue_on_empty_returns_none, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let evd = ia
         .evd_create(4, None, EvdFlags::DTO | EvdFlags::SOFTWARE)
@@ -1321,7 +1323,7 @@ per_link!(evd_dequeue_on_empty_returns_none, |link| {
 });
 
 // dat_evd_wait: returns once `threshold` events are queued; reports how many remain.
-per_link!(evd_wait_returns_only_at_threshold, |link| {
+once!(evd_wait_returns_only_at_threshold, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let evd = ia.evd_create(8, None, EvdFlags::SOFTWARE).unwrap();
     evd.post_se(1).unwrap();
@@ -1352,7 +1354,7 @@ per_link!(evd_wait_returns_only_at_threshold, |link| {
     ia.close(CloseFlags::Abrupt).unwrap();
 });
 
-per_link!(
+once!(
     evd_wait_threshold_out_of_range_is_invalid_parameter,
     |link| {
         let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
@@ -1367,7 +1369,7 @@ per_link!(
 );
 
 // Contract: DAT_TIMEOUT_EXPIRED on timeout, including 0.
-per_link!(evd_wait_zero_timeout_on_empty_is_timeout_expired, |link| {
+once!(evd_wait_zero_timeout_on_empty_is_timeout_expired, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let evd = ia.evd_create(4, None, EvdFlags::SOFTWARE).unwrap();
     assert_eq!(
@@ -1414,7 +1416,7 @@ per_link!(evd_overflow_raises_async_evd_overflow, |link| {
 });
 
 // dat_evd_post_se: needs DAT_EVD_SOFTWARE_FLAG; DAT_QUEUE_FULL when the queue is full.
-per_link!(
+once!(
     evd_post_se_needs_software_flag_and_full_is_queue_full,
     |link| {
         let (ia, async_evd) = InterfaceAdapter::open(link, 8).unwrap();
@@ -1436,7 +1438,7 @@ per_link!(
 );
 
 // dat_evd_resize: DAT_INVALID_STATE if more events are queued than the new length holds.
-per_link!(evd_resize_smaller_than_queued_is_invalid_state, |link| {
+once!(evd_resize_smaller_than_queued_is_invalid_state, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let evd = ia.evd_create(4, None, EvdFlags::SOFTWARE).unwrap();
     for v in 0..3 {
@@ -1450,7 +1452,7 @@ per_link!(evd_resize_smaller_than_queued_is_invalid_state, |link| {
     ia.close(CloseFlags::Abrupt).unwrap();
 });
 
-per_link!(evd_resize_larger_keeps_events_and_holds_more, |link| {
+once!(evd_resize_larger_keeps_events_and_holds_more, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let evd = ia.evd_create(2, None, EvdFlags::SOFTWARE).unwrap();
     evd.post_se(0).unwrap();
@@ -1468,7 +1470,7 @@ per_link!(evd_resize_larger_keeps_events_and_holds_more, |link| {
 });
 
 // dat_evd_set_unwaitable: waits fail with DAT_INVALID_STATE, current waiters are woken.
-per_link!(evd_set_unwaitable_makes_wait_invalid_state, |link| {
+once!(evd_set_unwaitable_makes_wait_invalid_state, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let evd = ia.evd_create(4, None, EvdFlags::SOFTWARE).unwrap();
     let w = {
@@ -1489,7 +1491,7 @@ per_link!(evd_set_unwaitable_makes_wait_invalid_state, |link| {
 });
 
 // evd.rs: the wait fd "is readable exactly while the EVD holds a signalled event".
-per_link!(
+once!(
     evd_wait_fd_is_readable_exactly_while_a_signalled_event_is_queued,
     |link| {
         let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
@@ -1548,7 +1550,7 @@ per_link!(evd_wait_fd_is_not_readable_for_unsignalled_events, |link| {
 // CNO
 
 // dat_cno_wait: returns the attached EVD that received a signalled event.
-per_link!(cno_wait_returns_the_evd_that_was_triggered, |link| {
+once!(cno_wait_returns_the_evd_that_was_triggered, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let cno = ia.cno_create().unwrap();
     let e1 = ia.evd_create(4, Some(&cno), EvdFlags::SOFTWARE).unwrap();
@@ -1571,7 +1573,7 @@ per_link!(cno_wait_returns_the_evd_that_was_triggered, |link| {
 });
 
 // dat_evd_disable: a disabled EVD still queues events but does not trigger its CNO.
-per_link!(cno_is_not_triggered_by_a_disabled_evd, |link| {
+once!(cno_is_not_triggered_by_a_disabled_evd, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let cno = ia.cno_create().unwrap();
     let e1 = ia.evd_create(4, Some(&cno), EvdFlags::SOFTWARE).unwrap();
@@ -1590,7 +1592,7 @@ per_link!(cno_is_not_triggered_by_a_disabled_evd, |link| {
 });
 
 // dat_cno_free: refused while an EVD is attached.
-per_link!(cno_free_is_invalid_state_while_an_evd_is_attached, |link| {
+once!(cno_free_is_invalid_state_while_an_evd_is_attached, |link| {
     let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
     let cno = ia.cno_create().unwrap();
     let e1 = ia.evd_create(4, Some(&cno), EvdFlags::SOFTWARE).unwrap();
