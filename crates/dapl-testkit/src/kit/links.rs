@@ -17,9 +17,16 @@ use dapl::{CloseFlags, InterfaceAdapter, LinkCaps};
 /// `m` is a macro name or path (`$crate::...` works); the link's identifier names its test
 /// function, the string is the IA name `InterfaceAdapter::open` takes.
 ///
-/// ```ignore
-/// dapl_testkit::for_each_link!(my_macro!(extra, args));
-/// // expands to: my_macro!(loopback, "loopback", extra, args); my_macro!(tcp, "tcp", extra, args);
+/// ```
+/// macro_rules! push_name {
+///     ($link:ident, $ia:literal, $names:ident) => {
+///         $names.push($ia);
+///     };
+/// }
+/// let mut names = Vec::new();
+/// // push_name!(loopback, "loopback", names); push_name!(tcp, "tcp", names); ...
+/// dapl_testkit::for_each_link!(push_name!(names));
+/// assert_eq!(names, dapl_testkit::kit::LINKS);
 /// ```
 #[macro_export]
 macro_rules! for_each_link {
@@ -104,11 +111,17 @@ pub fn unmet_requirement(link: &str, reqs: &[(&str, bool, bool)]) -> Option<Stri
 /// module `name` with one `#[test]` function per link (`name::loopback`, `name::tcp`, ...); the
 /// body gets the link's IA name.
 ///
-/// ```ignore
+/// ```no_run
+/// use dapl::*;
+/// use dapl_testkit::kit::*;
+///
+/// // The tests send_write_read_roundtrip::loopback, send_write_read_roundtrip::tcp, ...
 /// per_link!(send_write_read_roundtrip, |link| {
 ///     let p = Pair::new(link);
-///     // ...
+///     p.a.ep.disconnect(CloseFlags::Graceful).unwrap();
+///     p.close();
 /// });
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! per_link {
@@ -130,10 +143,13 @@ macro_rules! per_link {
 /// Requirements: a `bool` field of `LinkCaps`, `!field` for one that must be false, or several
 /// joined by `&&`.
 ///
-/// ```ignore
-/// per_link_with!(rnr_waits_forever, sends_wait_for_a_receive, |link| { ... });
-/// per_link_with!(!rnr_waits_forever, send_past_the_grace_breaks, |link| { ... });
-/// per_link_with!(completes_at_peer && rnr_waits_forever, full_queue, |link| { ... });
+/// ```no_run
+/// use dapl_testkit::kit::*;
+///
+/// per_link_with!(rnr_waits_forever, sends_wait_for_a_receive, |link| { /* ... */ });
+/// per_link_with!(!rnr_waits_forever, send_past_the_grace_breaks, |link| { /* ... */ });
+/// per_link_with!(completes_at_peer && rnr_waits_forever, full_queue, |link| { /* ... */ });
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! per_link_with {
@@ -202,11 +218,17 @@ macro_rules! __kit_link_test {
 /// connected): one `#[test] fn name()` that runs the body on the first link of
 /// [`for_each_link!`](crate::for_each_link) ([`LINKS`]`[0]`) only.
 ///
-/// ```ignore
+/// ```no_run
+/// use dapl::*;
+/// use dapl_testkit::kit::*;
+///
+/// // The test lmr_allocate_zero_is_length_error, on LINKS[0] only.
 /// once!(lmr_allocate_zero_is_length_error, |link| {
 ///     let s = Side::new(link, None);
-///     // ...
+///     assert!(s.pz.lmr_allocate(0, MemPriv::ALL).is_err());
+///     s.close();
 /// });
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! once {
