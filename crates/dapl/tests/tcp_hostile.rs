@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use dapl::*;
+use dapl_testkit::kit::qual;
 use iwarp::mpa::{InitiatorConfig, InitiatorEvent, MpaInitiator};
 use iwarp::rdmap::ReadRequest;
 use iwarp::terminate::{DdpTaggedErrorCode, LlpErrorCode, RdmapErrorCode};
@@ -187,7 +188,7 @@ fn seg(enc: &FpduEncoder, s: Segment<'_>) -> Vec<u8> {
 #[test]
 fn hostile_write_with_invalid_stag_is_terminated_ddp_invalid_stag() {
     hostile(
-        23_101,
+        qual(),
         false,
         |t, enc| {
             seg(
@@ -207,7 +208,7 @@ fn hostile_write_with_invalid_stag_is_terminated_ddp_invalid_stag() {
 #[test]
 fn hostile_write_past_region_end_is_terminated_base_or_bounds() {
     hostile(
-        23_102,
+        qual(),
         false,
         |t, enc| {
             seg(
@@ -227,7 +228,7 @@ fn hostile_write_past_region_end_is_terminated_base_or_bounds() {
 #[test]
 fn hostile_write_with_wrapping_offset_is_terminated_to_wrap() {
     hostile(
-        23_103,
+        qual(),
         false,
         |t, enc| {
             seg(
@@ -247,7 +248,7 @@ fn hostile_write_with_wrapping_offset_is_terminated_to_wrap() {
 #[test]
 fn hostile_read_without_remote_read_is_terminated_access_rights() {
     hostile(
-        23_104,
+        qual(),
         false,
         |t, enc| {
             seg(
@@ -272,7 +273,7 @@ fn hostile_read_without_remote_read_is_terminated_access_rights() {
 fn hostile_send_longer_than_receive_buffer_is_terminated_too_long() {
     let payload = vec![0xEE; 300];
     hostile(
-        23_105,
+        qual(),
         false,
         |_, enc| {
             seg(
@@ -294,7 +295,7 @@ fn hostile_send_longer_than_receive_buffer_is_terminated_too_long() {
 #[test]
 fn hostile_bad_crc_is_terminated_llp_crc_error() {
     hostile(
-        23_106,
+        qual(),
         true,
         |t, enc| {
             let mut f = seg(
@@ -318,8 +319,9 @@ fn hostile_bad_crc_is_terminated_llp_crc_error() {
 fn hostile_garbage_instead_of_mpa_request_is_closed_without_a_request() {
     let (ia, _) = InterfaceAdapter::open("tcp:127.0.0.1", 16).unwrap();
     let cr_evd = ia.evd_create(4, None, EvdFlags::CR).unwrap();
-    let _psp = ia.psp_create(23_107, &cr_evd, PspFlags::Consumer).unwrap();
-    let mut s = TcpStream::connect(("127.0.0.1", 23_107)).unwrap();
+    let q = qual();
+    let _psp = ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
+    let mut s = TcpStream::connect(("127.0.0.1", q as u16)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s.write_all(&[0x42; 64]).unwrap();
     let mut b = [0u8; 64];
@@ -334,7 +336,7 @@ fn hostile_garbage_instead_of_mpa_request_is_closed_without_a_request() {
 /// moved it to Closing.
 #[test]
 fn hostile_half_received_send_leaves_its_receive_flushed_on_local_disconnect() {
-    let (t, mut s, enc, mut dec) = setup(false, 23_108);
+    let (t, mut s, enc, mut dec) = setup(false, qual());
     let mut wire = seg(
         &enc,
         Segment::Send {
@@ -392,7 +394,7 @@ fn write_split(s: &mut TcpStream, bytes: &[u8], at: usize) {
 fn hostile_large_write_past_region_end_arriving_in_pieces_is_terminated_base_or_bounds() {
     // 40 KiB aimed at the 4 KiB region: refused on its header, before any payload byte lands,
     // although the payload is still on its way.
-    let (t, mut s, enc, mut dec) = setup(false, 23_109);
+    let (t, mut s, enc, mut dec) = setup(false, qual());
     let before = snapshot(&t);
     let payload = vec![0xEE; 40 << 10];
     let bytes = seg(
@@ -417,7 +419,7 @@ fn large_write_arriving_in_pieces_is_placed_exactly_and_the_stream_stays_in_step
     // An odd-length 40001-byte write (3 pad bytes follow it) split after 516 bytes, then a
     // Send in the same stream: the write lands exactly at offset 1000 of the 64 KiB region,
     // nothing around it changes, and the Send after the pad and CRC field is read in step.
-    let (t, mut s, enc, _dec) = setup(false, 23_110);
+    let (t, mut s, enc, _dec) = setup(false, qual());
     let mut want = snapshot(&t);
     let payload: Vec<u8> = (0..40_001u32).map(|i| (i * 7 + 1) as u8).collect();
     let mut bytes = seg(

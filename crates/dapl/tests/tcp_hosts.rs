@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dapl::*;
-use dapl_testkit::kit::{listen_on, Side};
+use dapl_testkit::kit::{listen_on, qual, Side};
 
 const SIZE: usize = 64 << 20;
 const T: Option<Duration> = Some(Duration::from_secs(60));
@@ -180,7 +180,7 @@ fn spawn(prefix: &[&str], role: &str, server_ip: &str, client_ip: &str, qual: u6
 
 /// Runs server and client as processes; both must print their OK line and exit 0.
 fn run_pair(server_prefix: &[&str], client_prefix: &[&str], server_ip: &str, client_ip: &str) {
-    let qual = 26_000 + u64::from(std::process::id() % 1000);
+    let qual = qual();
     let mut srv = spawn(server_prefix, "server", server_ip, client_ip, qual);
     let mut lines = BufReader::new(srv.stdout.take().unwrap()).lines();
     loop {

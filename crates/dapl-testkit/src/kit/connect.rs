@@ -14,12 +14,21 @@ static NEXT_QUAL: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh connection qualifier per use, so tests can run in parallel. Qualifiers are TCP ports
 /// on the tcp link: they stay in 20000..32000, below the kernel's ephemeral range (32768+),
-/// where an outgoing connection's local port could otherwise take a listener's port.
+/// where an outgoing connection's local port could otherwise take a listener's port. Each
+/// process starts at its own place in the range and skips ports some other process (another
+/// test binary, a test run beside this one) has bound on 127.0.0.1 right now.
 pub fn qual() -> ConnQual {
-    let n = NEXT_QUAL.fetch_add(1, Ordering::Relaxed) % 3000;
-    20_000 + std::process::id() as u64 % 4 * 3000 + n
+    const BASE: u64 = 20_000;
+    const SPAN: u64 = 12_000;
+    let start = u64::from(std::process::id()).wrapping_mul(7_919) % SPAN;
+    loop {
+        let n = NEXT_QUAL.fetch_add(1, Ordering::Relaxed);
+        let q = BASE + (start + n) % SPAN;
+        if std::net::TcpListener::bind(("127.0.0.1", q as u16)).is_ok() {
+            return q;
+        }
+    }
 }
-
 /// Listens on `q` of `ia` (a consumer PSP with a CR EVD of its own): (PSP, CR EVD, the IA's
 /// address).
 pub fn listen_on(ia: &InterfaceAdapter, q: ConnQual) -> (ServicePoint, Evd, IaAddress) {
@@ -28,11 +37,19 @@ pub fn listen_on(ia: &InterfaceAdapter, q: ConnQual) -> (ServicePoint, Evd, IaAd
     (psp, cr_evd, ia.query().unwrap().ia_address)
 }
 
-/// Listens on a fresh qualifier ([`qual`]) of `ia`: (PSP, CR EVD, qualifier, address).
+/// Listens on a fresh qualifier ([`qual`]) of `ia`: (PSP, CR EVD, qualifier, address). A
+/// qualifier another process took since [`qual`] looked is skipped.
 pub fn listen(ia: &InterfaceAdapter) -> (ServicePoint, Evd, ConnQual, IaAddress) {
-    let q = qual();
-    let (psp, cr_evd, addr) = listen_on(ia, q);
-    (psp, cr_evd, q, addr)
+    let cr_evd = ia.evd_create(8, None, EvdFlags::CR).unwrap();
+    for _ in 0..100 {
+        let q = qual();
+        match ia.psp_create(q, &cr_evd, PspFlags::Consumer) {
+            Ok(psp) => return (psp, cr_evd, q, ia.query().unwrap().ia_address),
+            Err(e) if e.kind() == dapl::ErrorType::ConnQualInUse => continue,
+            Err(e) => panic!("psp_create: {e}"),
+        }
+    }
+    panic!("no free connection qualifier in 100 tries");
 }
 
 /// Waits (up to [`T`]) for a CR arrival on `evd`.

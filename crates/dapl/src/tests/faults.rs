@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::qual;
 use crate::engine::faults::{install, Plan};
 use crate::*;
 
@@ -62,10 +63,6 @@ fn pair(link: &str, qual: u64, plan: Plan) -> (Side, Side) {
     (a, b)
 }
 
-fn qual(n: u64) -> u64 {
-    26_000 + std::process::id() as u64 % 500 * 8 + n
-}
-
 /// Waits for `n` completions on `evd`, and returns cookie -> status; fails on a duplicate.
 fn completions(evd: &Evd, n: usize) -> HashMap<u64, DtoStatus> {
     let mut got = HashMap::new();
@@ -87,12 +84,12 @@ fn no_more(evd: &Evd) {
 
 #[test]
 fn a_cut_connection_breaks_both_sides_once_and_completes_every_dto_once() {
-    for (i, link) in LINKS.iter().enumerate() {
+    for link in LINKS {
         let plan = Plan {
             cut_after_msgs: Some(3),
             ..Plan::default()
         };
-        let (a, b) = pair(link, qual(i as u64), plan);
+        let (a, b) = pair(link, qual(), plan);
         for k in 0..6u64 {
             b.ep.post_recv(
                 &[b.lmr.triplet(k * 64, 64)],
@@ -144,12 +141,12 @@ fn a_cut_connection_breaks_both_sides_once_and_completes_every_dto_once() {
 
 #[test]
 fn a_delayed_connection_delivers_everything_in_order() {
-    for (i, link) in LINKS.iter().enumerate() {
+    for link in LINKS {
         let plan = Plan {
             delay: Some(Duration::from_millis(5)),
             ..Plan::default()
         };
-        let (a, b) = pair(link, qual(4 + i as u64), plan);
+        let (a, b) = pair(link, qual(), plan);
         for k in 0..4u64 {
             b.ep.post_recv(
                 &[b.lmr.triplet(k * 64, 64)],
@@ -185,12 +182,12 @@ fn a_delayed_connection_delivers_everything_in_order() {
 
 #[test]
 fn a_dropped_message_hangs_nothing_and_every_dto_completes_once() {
-    for (i, link) in LINKS.iter().enumerate() {
+    for link in LINKS {
         let plan = Plan {
             drop_nth: Some(1),
             ..Plan::default()
         };
-        let (a, b) = pair(link, qual(6 + i as u64), plan);
+        let (a, b) = pair(link, qual(), plan);
         for k in 0..3u64 {
             b.ep.post_recv(
                 &[b.lmr.triplet(k * 64, 64)],

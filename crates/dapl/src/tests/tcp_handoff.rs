@@ -43,7 +43,7 @@ fn side() -> Side {
 fn pair() -> (Side, Side) {
     let (a, b) = (side(), side());
     let cr_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
-    let qual = 24_000 + std::process::id() as u64 % 4000;
+    let qual = super::qual();
     let _psp = b.ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
     a.ep.connect(b.ia.query().unwrap().ia_address, qual, T, b"")
         .unwrap();
