@@ -36,10 +36,16 @@ pub(crate) enum Up {
 #[derive(Default)]
 pub(crate) struct Recorder {
     ups: Mutex<Vec<Up>>,
+    /// Runs when the next completion is reported, before it is recorded.
+    hook: Mutex<Option<Hook>>,
 }
 
 impl QpUpcalls for Recorder {
     fn completed(&self, c: Completion) {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(f) = hook {
+            f();
+        }
         self.ups.lock().unwrap().push(Up::Done(c));
     }
     fn connection_event(&self, ev: QpEvent) {
@@ -48,6 +54,12 @@ impl QpUpcalls for Recorder {
 }
 
 impl Recorder {
+    /// `f` runs when the next completion is reported (as another thread would, in the window
+    /// between the QP deciding it and the completion being queued).
+    pub(crate) fn before_next_completion(&self, f: impl FnOnce() + Send + 'static) {
+        *self.hook.lock().unwrap() = Some(Box::new(f));
+    }
+
     /// Everything reported so far, and forgets it.
     pub(crate) fn take(&self) -> Vec<Up> {
         std::mem::take(&mut *self.ups.lock().unwrap())

@@ -275,7 +275,7 @@ impl Qp {
         // elsewhere it will do so.
         let done = {
             let c = self.lock();
-            c.state == EpState::DisconnectPending && c.sq.is_empty() && c.orq.is_empty()
+            c.state == EpState::DisconnectPending && c.sq.is_empty() && !c.reads_pending()
         };
         if done {
             self.end_connection(ConnectionEventKind::Disconnected, true);

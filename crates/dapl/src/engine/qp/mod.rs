@@ -87,6 +87,8 @@ pub(crate) struct QpCore {
     attempt: u64,
     pub(crate) sq: VecDeque<SendWr>,
     pub(crate) orq: VecDeque<SendWr>,
+    /// Reads taken off the ORQ whose completion is being reported (outside the lock).
+    reads_completing: usize,
     pub(crate) rq: VecDeque<RecvWr>,
     irq: VecDeque<ReadWork>,
     pub(crate) ord: usize,
@@ -198,6 +200,7 @@ impl Qp {
                 state: EpState::Unconnected,
                 sq: VecDeque::with_capacity(attr.max_request_dtos),
                 orq: VecDeque::with_capacity(attr.max_rdma_read_out),
+                reads_completing: 0,
                 rq: VecDeque::with_capacity(if srq.is_some() { 0 } else { attr.max_recv_dtos }),
                 irq: VecDeque::with_capacity(attr.max_rdma_read_in),
                 attr,
@@ -410,6 +413,13 @@ impl Qp {
         } else {
             None
         }
+    }
+}
+
+impl QpCore {
+    /// Reads are outstanding, or one has finished but its completion is not queued yet.
+    fn reads_pending(&self) -> bool {
+        !self.orq.is_empty() || self.reads_completing > 0
     }
 }
 

@@ -1,7 +1,7 @@
 //! The receive side of a QP: what links call with the peer's messages. Every tagged access and
 //! read request is checked against the memory table before a byte moves.
 
-use super::{Qp, QpCore, ReadWork, RecvWr};
+use super::{Qp, QpCore, ReadWork, RecvWr, SendWr};
 use crate::engine::port::Payload;
 use crate::mem::{seg_span, RemoteFault, Seg};
 use crate::types::{DtoStatus, EpState, MemPriv};
@@ -163,10 +163,10 @@ impl Qp {
                 return RxResponse::Unexpected;
             }
             scatter(payload, &head.segs);
+            c.reads_completing += 1;
             c.orq.pop_front().expect("head exists")
         };
-        self.complete_send(&wr, DtoStatus::Success, wr.remote.segment_length);
-        self.pump();
+        self.read_done(&wr);
         RxResponse::Placed
     }
 
@@ -283,11 +283,20 @@ impl Qp {
             if !last || placed < len {
                 return RxResponse::Placed;
             }
+            c.reads_completing += 1;
             c.orq.pop_front().expect("head exists")
         };
-        self.complete_send(&wr, DtoStatus::Success, wr.remote.segment_length);
-        self.pump();
+        self.read_done(&wr);
         RxResponse::Placed
+    }
+
+    /// Reports a read taken off the ORQ (counted in `reads_completing` when it was taken), then
+    /// lets the send queue go on. Until the completion is queued, a BARRIER_FENCE request (and
+    /// a graceful disconnect) still waits: it must not complete before the read it waited for.
+    fn read_done(&self, wr: &SendWr) {
+        self.complete_send(wr, DtoStatus::Success, wr.remote.segment_length);
+        self.lock().reads_completing -= 1;
+        self.pump();
     }
 
     /// The peer refused the oldest outstanding read (its Terminate names a Read Request): it

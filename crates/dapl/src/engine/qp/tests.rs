@@ -200,6 +200,26 @@ fn barrier_fence_waits_for_outstanding_reads() {
 }
 
 #[test]
+fn fenced_request_completes_after_the_read_even_if_another_thread_pumps_meanwhile() {
+    // The read's response arrives in one thread; while that thread reports the read's
+    // completion, another pumps the send queue. The fenced Send must not overtake the read's
+    // completion (it did: the ORQ was empty before the completion was queued).
+    let p = pair();
+    post_read(&p, 1, 0, 4, CompletionFlags::empty());
+    let mut wr = send_wr(ReqOp::Send, 2, p.a.segs(&p.mem, 8, 4), Default::default());
+    wr.flags = CompletionFlags::BARRIER_FENCE;
+    p.a.qp.post_send(wr).unwrap();
+    let a = Arc::downgrade(&p.a.qp);
+    p.a.up
+        .before_next_completion(move || a.upgrade().unwrap().pump());
+    p.settle();
+    assert_eq!(
+        p.a.up.take_done(),
+        [(Request, 1, Success), (Request, 2, Success)]
+    );
+}
+
+#[test]
 fn break_flushes_in_flight_then_reads_then_queued_then_receives_and_ends_once() {
     let attr = EpAttr {
         max_rdma_read_out: 1,

@@ -58,7 +58,7 @@ impl Qp {
                     if self.rnr_blocked.load(Ordering::SeqCst) {
                         return;
                     }
-                    if head.flags.contains(CompletionFlags::BARRIER_FENCE) && !c.orq.is_empty() {
+                    if head.flags.contains(CompletionFlags::BARRIER_FENCE) && c.reads_pending() {
                         return; // resumes when the last outstanding read completes
                     }
                     if head.op == ReqOp::Read && c.orq.len() >= c.ord {
@@ -85,7 +85,7 @@ impl Qp {
                         (Work::Wr(wr), conn)
                     }
                 } else {
-                    let graceful_done = c.state == EpState::DisconnectPending && c.orq.is_empty();
+                    let graceful_done = c.state == EpState::DisconnectPending && !c.reads_pending();
                     drop(c);
                     if graceful_done {
                         self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
