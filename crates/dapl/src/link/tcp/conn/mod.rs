@@ -300,11 +300,13 @@ impl TcpConn {
             }
             Phase::Connecting { attempt, .. } | Phase::AwaitReply { attempt, .. } => {
                 let attempt = *attempt;
-                drop(rx);
-                // The DAT layer gave up (timeout, free, close): drop the socket.
+                // The DAT layer gave up (timeout, free, close): drop the socket. Asked with `rx`
+                // held: once it is let go, another thread may take the Reply and establish the
+                // endpoint on this connection, which is then no longer pending but not stale.
                 let stale = self.ep().is_none_or(|ep| {
                     !ep.attempt_pending(attempt, EpState::ActiveConnectionPending)
                 });
+                drop(rx);
                 if stale {
                     self.kill();
                 }
