@@ -292,7 +292,16 @@ impl TcpConn {
         self.apply_pending_shut();
         let mut rx = lock(&self.rx);
         match &rx.phase {
-            Phase::AwaitRequest { deadline, .. } | Phase::Closing { deadline } => {
+            Phase::AwaitRequest { deadline, .. } => {
+                if now >= *deadline {
+                    // Dead before `rx` is let go: a Request read by another thread meanwhile
+                    // must not become a CR on a connection about to be killed.
+                    rx.phase = Phase::Dead;
+                    drop(rx);
+                    self.kill();
+                }
+            }
+            Phase::Closing { deadline } => {
                 if now >= *deadline {
                     drop(rx);
                     self.kill();
