@@ -64,10 +64,13 @@ fn state(s: &Side) -> (bool, bool) {
     s.ia.0.tcp_link().handoff_state()
 }
 
-/// Sends message `n` (its own number) from `b` to `a`.
+/// Sends message `n` (its own number) from `b` to `a`, from its own slot of `src`: a Send's
+/// buffer must not change until it completed (SUPPRESS hides that; a post may wait in the
+/// send queue while another thread transmits), and at most a few messages are in flight.
 fn send(b: &Side, src: &Lmr, n: u64) {
-    src.write(0, &n.to_le_bytes()).unwrap();
-    b.ep.post_send(&[src.triplet(0, 8)], n, CompletionFlags::SUPPRESS)
+    let slot = n % 64 * 8;
+    src.write(slot as usize, &n.to_le_bytes()).unwrap();
+    b.ep.post_send(&[src.triplet(slot, 8)], n, CompletionFlags::SUPPRESS)
         .unwrap();
 }
 
@@ -113,7 +116,7 @@ fn poll_until_handed_over(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: (&mut u64, 
 fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back() {
     let (a, b) = pair();
     assert_eq!(state(&a), (true, false), "nobody polls yet");
-    let src = b.pz.lmr_allocate(8, MemPriv::ALL).unwrap();
+    let src = b.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
     let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
     for i in 0..64u64 {
         a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
