@@ -153,7 +153,7 @@ pub(crate) struct IaInner {
 
 impl IaInner {
     /// Tests: the IA's tcp link.
-    #[cfg(test)]
+    #[cfg(feature = "testing")]
     pub(crate) fn tcp_link(&self) -> &link::tcp::TcpLink {
         self.tcp.as_deref().expect("a tcp IA")
     }

@@ -62,6 +62,9 @@ pub mod pz;
 pub mod rmr;
 pub mod sp;
 pub mod srq;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 
 pub mod types;
 
@@ -81,9 +84,6 @@ pub use rmr::{Rmr, RmrParam};
 pub use sp::{PspFlags, ServicePoint, SpParam};
 pub use srq::{Srq, SrqAttr, SrqParam};
 pub use types::*;
-
-#[cfg(test)]
-mod tests;
 
 #[cfg(test)]
 mod handle_traits {

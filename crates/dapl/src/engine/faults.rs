@@ -14,17 +14,17 @@ use crate::types::IaAddress;
 
 /// What to do to a QP's outbound messages.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Drop the message with this 0-based number (it is reported sent, and never arrives).
-    pub(crate) drop_nth: Option<u64>,
+    pub drop_nth: Option<u64>,
     /// Hold every message this long before handing it on.
-    pub(crate) delay: Option<Duration>,
+    pub delay: Option<Duration>,
     /// After this many messages, cut the connection: the next transmit finds it broken, and
     /// the peer is told it broke.
-    pub(crate) cut_after_msgs: Option<u64>,
+    pub cut_after_msgs: Option<u64>,
     /// As `cut_after_msgs`, counted in payload bytes: the message that would pass the limit is
     /// not sent.
-    pub(crate) cut_after_bytes: Option<u64>,
+    pub cut_after_bytes: Option<u64>,
 }
 
 fn plans() -> &'static Mutex<HashMap<u64, Plan>> {

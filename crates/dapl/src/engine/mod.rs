@@ -3,7 +3,7 @@
 //! `DatError`: it reports through upcall traits the DAT layer implements. Memory and its table
 //! are in [`crate::mem`].
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 pub(crate) mod faults;
 #[cfg(test)]
 pub(crate) mod harness;

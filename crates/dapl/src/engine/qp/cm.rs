@@ -137,7 +137,7 @@ impl Qp {
         ord: usize,
         remote: IaAddress,
     ) -> bool {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "testing"))]
         let conn = crate::engine::faults::wrap(self.id, conn);
         {
             let mut c = self.lock();

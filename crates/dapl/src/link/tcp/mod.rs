@@ -508,7 +508,7 @@ impl Progress for TcpLink {
 
 impl TcpLink {
     /// Tests: how long after its last poll a consumer still counts as polling.
-    #[cfg(test)]
+    #[cfg(feature = "testing")]
     pub(crate) fn set_handoff_window(&self, window: Duration) {
         let ns = window.as_nanos() as u64;
         self.shared.hot_ns.store(ns, Ordering::Relaxed);
@@ -516,7 +516,7 @@ impl TcpLink {
 
     /// Tests: whether the progress thread watches the connections, and whether any socket
     /// was taken out of its epoll set for direct polls.
-    #[cfg(test)]
+    #[cfg(feature = "testing")]
     pub(crate) fn handoff_state(&self) -> (bool, bool) {
         let armed = *lock(&self.shared.conns_armed);
         (armed, self.shared.detached.load(Ordering::Relaxed))

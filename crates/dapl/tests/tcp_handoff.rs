@@ -1,67 +1,20 @@
 //! White-box test of the tcp link's hand-off between its progress thread and a consumer that
-//! polls (docs/architecture.md, "Who makes progress"), through the DAT API.
+//! polls (docs/architecture.md, "Who makes progress"), through the DAT API and the hidden
+//! `dapl::testing` probe of the link's state.
 use std::time::{Duration, Instant};
 
-use crate::*;
+use dapl::testing::{handoff_state, set_handoff_window};
+use dapl::*;
+use dapl_testkit::kit::*;
 
-const T: Option<Duration> = Some(Duration::from_secs(10));
-
-#[track_caller]
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < end, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-struct Side {
-    ia: InterfaceAdapter,
-    pz: Pz,
-    recv: Evd,
-    conn: Evd,
-    ep: Endpoint,
-}
-
-fn side() -> Side {
-    let (ia, _async) = InterfaceAdapter::open("tcp:127.0.0.1", 8).unwrap();
-    let pz = ia.pz_create().unwrap();
-    let recv = ia.evd_create(64, None, EvdFlags::DTO).unwrap();
-    let conn = ia.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
-    let ep = ia
-        .ep_create(&pz, Some(&recv), Some(&recv), Some(&conn), None)
-        .unwrap();
-    Side {
-        ia,
-        pz,
-        recv,
-        conn,
-        ep,
-    }
-}
-
+/// Two tcp sides, connected.
 fn pair() -> (Side, Side) {
-    let (a, b) = (side(), side());
-    let cr_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
-    let qual = super::qual();
-    let _psp = b.ia.psp_create(qual, &cr_evd, PspFlags::Consumer).unwrap();
-    a.ep.connect(b.ia.query().unwrap().ia_address, qual, T, b"")
-        .unwrap();
-    let (ev, _) = cr_evd.wait(T, 1).unwrap();
-    let cr = ev.as_cr_arrival().unwrap().cr.clone();
-    cr.accept(Some(&b.ep), b"").unwrap();
-    for s in [&a, &b] {
-        let (ev, _) = s.conn.wait(T, 1).unwrap();
-        assert_eq!(
-            ev.as_connection().unwrap().kind,
-            ConnectionEventKind::Established
-        );
-    }
-    (a, b)
+    let p = Pair::connect(Side::new("tcp", None), Side::new("tcp", None));
+    (p.a, p.b)
 }
 
 fn state(s: &Side) -> (bool, bool) {
-    s.ia.0.tcp_link().handoff_state()
+    handoff_state(&s.ia)
 }
 
 /// Sends message `n` (its own number) from `b` to `a`, from its own slot of `src`: a Send's
@@ -99,7 +52,7 @@ fn poll_until_handed_over(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: (&mut u64, 
             }
             let deadline = Instant::now() + Duration::from_millis(2);
             while Instant::now() < deadline {
-                if let Some(ev) = a.recv.dequeue().unwrap() {
+                if let Some(ev) = a.recv_evd.dequeue().unwrap() {
                     took(a, dst, ev, *got);
                     *got += 1;
                 }
@@ -123,9 +76,7 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
             .unwrap();
     }
     // Long enough that only evd_wait can end it.
-    a.ia.0
-        .tcp_link()
-        .set_handoff_window(Duration::from_secs(60));
+    set_handoff_window(&a.ia, Duration::from_secs(60));
     let (mut sent, mut got) = (0u64, 0u64);
     poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
     // Messages still arrive, through the polls alone.
@@ -134,7 +85,7 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
         sent += 1;
     }
     while got < sent {
-        if let Some(ev) = a.recv.dequeue().unwrap() {
+        if let Some(ev) = a.recv_evd.dequeue().unwrap() {
             took(&a, &dst, ev, got);
             got += 1;
         }
@@ -142,7 +93,7 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
     assert_eq!(state(&a), (false, true), "still handed over");
     // Sleeping in evd_wait hands them back before it sleeps.
     let e = a
-        .recv
+        .recv_evd
         .wait(Some(Duration::from_millis(200)), 1)
         .unwrap_err();
     assert_eq!(e.kind(), ErrorType::TimeoutExpired);
@@ -164,9 +115,7 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
     cno.free().unwrap();
     // Polls that just stop: the progress thread takes the connection back by itself, and
     // handles what arrives then.
-    a.ia.0
-        .tcp_link()
-        .set_handoff_window(Duration::from_millis(5));
+    set_handoff_window(&a.ia, Duration::from_millis(5));
     poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
     eventually("the progress thread takes the connection back", || {
         state(&a) == (true, false)
@@ -174,10 +123,10 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
     send(&b, &src, sent);
     // Not evd_wait or dequeue: they would read the socket themselves (query does not).
     eventually("the progress thread handles the message", || {
-        a.recv.query().unwrap().count == 1
+        a.recv_evd.query().unwrap().count == 1
     });
-    let ev = a.recv.dequeue().unwrap().expect("the message");
+    let ev = a.recv_evd.dequeue().unwrap().expect("the message");
     took(&a, &dst, ev, sent);
-    a.ia.close(CloseFlags::Abrupt).unwrap();
-    b.ia.close(CloseFlags::Abrupt).unwrap();
+    a.close();
+    b.close();
 }
