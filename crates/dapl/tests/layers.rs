@@ -108,9 +108,54 @@ fn crate_paths(code: &str) -> Vec<(usize, String)> {
     found
 }
 
+/// Every `super::` path of a source that climbs to the crate root (`depth` is the file's
+/// module depth below it: 2 for `engine/qp/mod.rs` or `engine/port.rs`), as the module it
+/// then names, with the line it is on: `super::super::ep` in `engine/port.rs` is `crate::ep`.
+fn super_paths(code: &str, depth: usize) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let mut rest = line;
+        while let Some(at) = rest.find("super::") {
+            let before = rest[..at].chars().next_back();
+            let mut k = 0;
+            rest = &rest[at..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                k += 1;
+                rest = r;
+            }
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') || k < depth {
+                continue;
+            }
+            let name: String = if rest.starts_with('{') {
+                "{".into()
+            } else {
+                rest.chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect()
+            };
+            found.push((n + 1, name));
+        }
+    }
+    found
+}
+
+/// The module depth below the crate root of the file at `path` (relative to `src/`).
+fn module_depth(path: &str) -> usize {
+    let parts = path.split('/').count();
+    if path.ends_with("/mod.rs") {
+        parts - 1
+    } else {
+        parts
+    }
+}
+
 /// The violations of one lower-layer file's source.
 fn violations(layer: &str, allowed: &[&str], path: &str, src: &str) -> Vec<String> {
-    crate_paths(&code_only(src))
+    let code = code_only(src);
+    let mut paths = crate_paths(&code);
+    paths.extend(super_paths(&code, module_depth(path)));
+    paths.sort();
+    paths
         .into_iter()
         .filter(|(_, m)| !allowed.contains(&m.as_str()))
         .map(|(line, m)| format!("{path}:{line}: the {layer} layer names crate::{m}"))
@@ -153,6 +198,31 @@ fn layer_check_catches_a_dat_name_and_ignores_prose() {
             "x.rs:6: the engine layer names crate::{",
         ]
     );
+}
+
+#[test]
+fn layer_check_follows_super_paths_that_climb_out_of_the_layer() {
+    // engine/qp/tx.rs is at depth 3: two `super::` stay inside engine, three reach the root.
+    let src = "use super::super::port::Connection;\n\
+               use super::super::super::ep::EpInner;\n\
+               use super::super::super::mem::Seg;\n\
+               use super::super::super::{ia, types};\n";
+    let v = violations(
+        "engine",
+        &["engine", "mem", "types"],
+        "engine/qp/tx.rs",
+        src,
+    );
+    assert_eq!(
+        v,
+        [
+            "engine/qp/tx.rs:2: the engine layer names crate::ep",
+            "engine/qp/tx.rs:4: the engine layer names crate::{",
+        ]
+    );
+    assert_eq!(module_depth("engine/qp/mod.rs"), 2);
+    assert_eq!(module_depth("engine/port.rs"), 2);
+    assert_eq!(module_depth("link/tcp/conn/rx.rs"), 4);
 }
 
 #[test]
