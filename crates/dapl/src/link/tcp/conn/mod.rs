@@ -312,9 +312,13 @@ impl TcpConn {
                 // The DAT layer gave up (timeout, free, close): drop the socket. Asked with `rx`
                 // held: once it is let go, another thread may take the Reply and establish the
                 // endpoint on this connection, which is then no longer pending but not stale.
+                // A stale connection is dead before `rx` is let go, as above.
                 let stale = self.ep().is_none_or(|ep| {
                     !ep.attempt_pending(attempt, EpState::ActiveConnectionPending)
                 });
+                if stale {
+                    rx.phase = Phase::Dead;
+                }
                 drop(rx);
                 if stale {
                     self.kill();
