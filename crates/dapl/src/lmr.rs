@@ -168,6 +168,21 @@ impl Lmr {
         Ok(())
     }
 
+    /// After a refused copy: the LMR was freed meanwhile (by another thread), rather than the
+    /// range being wrong.
+    fn check_not_revoked(&self, op: &'static str) -> Result<()> {
+        if self.0.region.is_revoked() {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleLmr,
+                op,
+                self.object(),
+                "the LMR was freed",
+            );
+        }
+        Ok(())
+    }
+
     /// The LMR's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
@@ -213,6 +228,7 @@ impl Lmr {
         const OP: &str = "lmr_write";
         self.check(OP)?;
         if !self.0.region.copy_in(offset, data) {
+            self.check_not_revoked(OP)?;
             return err(
                 ErrorType::InvalidParameter,
                 Subtype::InvalidArg2,
@@ -233,6 +249,7 @@ impl Lmr {
         const OP: &str = "lmr_read";
         self.check(OP)?;
         if !self.0.region.copy_out(offset, out) {
+            self.check_not_revoked(OP)?;
             return err(
                 ErrorType::InvalidParameter,
                 Subtype::InvalidArg2,
@@ -260,6 +277,7 @@ impl Lmr {
         const OP: &str = "lmr_fill";
         self.check(OP)?;
         if !self.0.region.fill(offset, len, byte) {
+            self.check_not_revoked(OP)?;
             return err(
                 ErrorType::InvalidParameter,
                 Subtype::InvalidArg2,
@@ -288,7 +306,9 @@ impl Lmr {
     }
 
     /// Frees the LMR (`dat_lmr_free`); `DAT_INVALID_STATE` while an RMR is bound to it.
-    /// DTOs still outstanding on it keep the memory alive until they complete.
+    /// Once it returns, the provider never reads or writes the memory again (as
+    /// `ibv_dereg_mr`): work that still names it (a DTO outstanding on it, a peer's queued RDMA
+    /// Read, a Write being placed) finds it revoked and breaks its connection instead.
     pub fn free(&self) -> Result<()> {
         const OP: &str = "lmr_free";
         self.check(OP)?;
@@ -314,6 +334,10 @@ impl LmrInner {
         }
         let ia = &self.pz.0.ia;
         ia.memtable.remove(self.context);
+        // No new access resolves the region now; revoking it refuses the accesses of work that
+        // resolved it before (queued Read Responses, placements, transmit backlogs) and waits
+        // for those in flight, so the caller may free its memory once this returns.
+        self.region.revoke();
         self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
         ia.objects().lmrs.remove(&self.id);
     }

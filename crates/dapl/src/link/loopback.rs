@@ -186,7 +186,8 @@ impl Connection for LoopConn {
             OutMsg::Send { solicited, payload } => match peer.rx_send(solicited, payload) {
                 RxSend::Placed => TxOutcome::Sent,
                 RxSend::NoBuffer => TxOutcome::NotReady,
-                RxSend::TooLong => refused(DtoStatus::RemoteResponder),
+                // The peer's receive buffer was too short, or deregistered under it.
+                RxSend::TooLong | RxSend::Revoked => refused(DtoStatus::RemoteResponder),
             },
             OutMsg::Write { stag, to, payload } => match peer.rx_write(stag, to, payload) {
                 Ok(()) => TxOutcome::Sent,
@@ -219,7 +220,10 @@ impl Connection for LoopConn {
             OutMsg::ReadResponse { payload, .. } => match peer.rx_read_response(payload) {
                 RxResponse::Placed => TxOutcome::Sent,
                 RxResponse::NotConnected => TxOutcome::PeerClosed,
-                RxResponse::Unexpected => {
+                // A protocol error, or a region of the read deregistered under it (the
+                // responder's source or the requester's sink): the connection breaks, and
+                // the read is flushed.
+                RxResponse::Unexpected | RxResponse::Revoked => {
                     peer.end_connection_of(self.id, ConnectionEventKind::Broken, false);
                     TxOutcome::Broken
                 }

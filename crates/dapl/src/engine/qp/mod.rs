@@ -33,7 +33,7 @@ use crate::types::{
 };
 
 pub(crate) use rx::{
-    place_at, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault, RxWriteImmed,
+    place_at, PlaceFault, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault, RxWriteImmed,
 };
 
 /// The segments of a work request: most have one or two, kept inline (a request is moved a few

@@ -24,7 +24,11 @@ impl Qp {
             self.complete_recv(&wr, DtoStatus::LocalLength, 0, true, recv_flags);
             return RxSend::TooLong;
         }
-        scatter(payload, &wr.segs);
+        if !scatter(payload, &wr.segs) {
+            drop(c);
+            self.complete_recv(&wr, DtoStatus::LocalProtection, 0, true, recv_flags);
+            return RxSend::Revoked;
+        }
         drop(c);
         self.complete_recv(&wr, DtoStatus::Success, len, solicited, recv_flags);
         RxSend::Placed
@@ -38,20 +42,22 @@ impl Qp {
         payload: Payload<'_>,
     ) -> std::result::Result<(), RxWriteFault> {
         self.rx_write_with(stag, to, payload.len(), |seg| {
-            scatter(payload, std::slice::from_ref(seg));
+            scatter(payload, std::slice::from_ref(seg))
         })
     }
 
     /// [`Qp::rx_write`] for a link that places the payload itself (e.g. reads it from its
     /// socket straight into the region): the whole range `to..to+len` is checked (STag, PZ,
-    /// REMOTE_WRITE, bounds) and the connection too, then `fill` gets the destination. A link
-    /// that places part of it calls again for the rest, which is checked again.
+    /// REMOTE_WRITE, bounds) and the connection too, then `fill` gets the destination and
+    /// returns false if it found the region revoked (deregistered since it was resolved): that
+    /// is refused as an invalid STag, as it would have been a moment later. A link that places
+    /// part of it calls again for the rest, which is checked again.
     pub(crate) fn rx_write_with(
         &self,
         stag: u32,
         to: u64,
         len: u64,
-        fill: impl FnOnce(&Seg),
+        fill: impl FnOnce(&Seg) -> bool,
     ) -> std::result::Result<(), RxWriteFault> {
         let seg = self
             .memtable
@@ -64,7 +70,9 @@ impl Qp {
                 return Err(RxWriteFault::NotConnected);
             }
         }
-        fill(&seg);
+        if !fill(&seg) {
+            return Err(RxWriteFault::Access(RemoteFault::InvalidStag));
+        }
         Ok(())
     }
 
@@ -99,8 +107,15 @@ impl Qp {
             return RxWriteImmed::NoBuffer;
         };
         let recv_flags = c.attr.recv_completion_flags;
-        if let Some(seg) = &seg {
-            scatter(payload, std::slice::from_ref(seg));
+        if seg
+            .as_ref()
+            .is_some_and(|seg| !scatter(payload, std::slice::from_ref(seg)))
+        {
+            // The sink was deregistered since it was resolved: refused as an invalid STag
+            // (the connection ends); the receive it took is flushed, first of its queue.
+            drop(c);
+            self.complete_recv(&wr, DtoStatus::Flushed, 0, true, recv_flags);
+            return RxWriteImmed::Access(RemoteFault::InvalidStag);
         }
         drop(c);
         self.complete_recv_as(
@@ -162,7 +177,9 @@ impl Qp {
             if len != head.remote.segment_length || len > head.total {
                 return RxResponse::Unexpected;
             }
-            scatter(payload, &head.segs);
+            if !scatter(payload, &head.segs) {
+                return RxResponse::Revoked; // the read stays outstanding: the break flushes it
+            }
             c.reads_completing += 1;
             c.orq.pop_front().expect("head exists")
         };
@@ -240,8 +257,7 @@ impl Qp {
         last: bool,
     ) -> RxResponse {
         self.rx_read_response_with(stag, to, bytes.len() as u64, last, |segs, at| {
-            place_at(bytes, segs, at);
-            bytes.len() as u64
+            place_at(bytes, segs, at).ok().map(|()| bytes.len() as u64)
         })
     }
 
@@ -249,7 +265,9 @@ impl Qp {
     /// itself: the segment is checked against the oldest outstanding read (STag, TO, length,
     /// `last` ending it exactly), then `fill(sink, offset)` places a prefix of it into the
     /// read's scatter list `sink` from byte `offset` on, under the endpoint's lock (a flush
-    /// cannot complete the read meanwhile), and returns how many bytes it placed. The read
+    /// cannot complete the read meanwhile), and returns how many bytes it placed, or None if
+    /// it found the sink revoked (its LMR freed while the read was outstanding: `Revoked`, the
+    /// read stays outstanding and the link ends the connection, which flushes it). The read
     /// completes once a `last` segment is placed whole; a link that placed part of it calls
     /// again for the rest.
     pub(crate) fn rx_read_response_with(
@@ -258,7 +276,7 @@ impl Qp {
         to: u64,
         len: u64,
         last: bool,
-        fill: impl FnOnce(&[Seg], u64) -> u64,
+        fill: impl FnOnce(&[Seg], u64) -> Option<u64>,
     ) -> RxResponse {
         let wr = {
             let mut c = self.lock();
@@ -278,7 +296,10 @@ impl Qp {
             {
                 return RxResponse::Unexpected;
             }
-            let placed = fill(&head.segs, got).min(len);
+            let Some(placed) = fill(&head.segs, got) else {
+                return RxResponse::Revoked;
+            };
+            let placed = placed.min(len);
             head.resp_got = got + placed;
             if !last || placed < len {
                 return RxResponse::Placed;
@@ -318,6 +339,9 @@ pub(crate) enum RxSend {
     NoBuffer,
     /// The message was longer than the receive buffer: completed with LENGTH_ERROR.
     TooLong,
+    /// The receive buffer's memory was deregistered (its LMR freed while the receive was
+    /// posted): completed with LOCAL_PROTECTION, nothing placed; the connection must end.
+    Revoked,
 }
 
 /// What an inbound RDMA Write with Immediate Data found.
@@ -351,6 +375,9 @@ pub(crate) enum RxResponse {
     NotConnected,
     /// No read was outstanding, or the length is wrong: a protocol error.
     Unexpected,
+    /// The read's sink memory was deregistered (its LMR freed while the read was
+    /// outstanding): not (all) placed; the connection must end, which flushes the read.
+    Revoked,
 }
 
 /// Why an inbound RDMA Write was refused.
@@ -373,37 +400,53 @@ pub(crate) enum RxReadFault {
     NotConnected,
 }
 
-/// Copies `bytes` into the scatter list `dst` starting `offset` bytes into it. Returns false
-/// (copying nothing) if they do not fit.
-pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> bool {
+/// Why [`place_at`] placed nothing, or not everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlaceFault {
+    /// The bytes do not fit (nothing was copied).
+    TooLong,
+    /// A segment's region was revoked (deregistered since it was resolved): the copy stopped
+    /// there.
+    Revoked,
+}
+
+/// Copies `bytes` into the scatter list `dst` starting `offset` bytes into it.
+pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> Result<(), PlaceFault> {
     let total: u64 = dst.iter().map(|s| s.len as u64).sum();
     if offset
         .checked_add(bytes.len() as u64)
         .is_none_or(|end| end > total)
     {
-        return false;
+        return Err(PlaceFault::TooLong);
     }
     let mut src = bytes;
     for (i, at, k) in seg_span(dst, offset, bytes.len()) {
         let d = &dst[i];
-        d.region.copy_in(d.offset + at, &src[..k]);
+        // The range is inside the segment (seg_span), so only revocation refuses it.
+        if !d.region.copy_in(d.offset + at, &src[..k]) {
+            return Err(PlaceFault::Revoked);
+        }
         src = &src[k..];
     }
-    true
+    Ok(())
 }
 
 /// Copies `src` into the scatter list `dst` in order: front segments full, at most one partial,
-/// the rest untouched. The caller has checked that `src` fits.
-fn scatter(src: Payload<'_>, dst: &[Seg]) {
+/// the rest untouched. The caller has checked that `src` fits; false if a region (of `src` or
+/// `dst`) was revoked, where the copy stopped.
+#[must_use]
+fn scatter(src: Payload<'_>, dst: &[Seg]) -> bool {
     let mut di = 0usize; // destination segment
     let mut doff = 0usize; // offset inside it
-    let mut put = |mut copy: &mut dyn FnMut(&Seg, usize, usize, usize), mut n: usize| {
+    let mut put = |copy: &mut dyn FnMut(&Seg, usize, usize, usize) -> bool, mut n: usize| {
         let mut soff = 0usize;
         while n > 0 && di < dst.len() {
             let d = &dst[di];
             let room = d.len - doff;
             let k = room.min(n);
-            copy(d, d.offset + doff, soff, k);
+            if !copy(d, d.offset + doff, soff, k) {
+                return false;
+            }
             doff += k;
             soff += k;
             n -= k;
@@ -412,21 +455,15 @@ fn scatter(src: Payload<'_>, dst: &[Seg]) {
                 doff = 0;
             }
         }
-        let _ = &mut copy;
+        true
     };
     match src {
-        Payload::Bytes(b) => {
-            place_at(b, dst, 0);
-        }
-        Payload::Segs(ss) => {
-            for s in ss {
-                put(
-                    &mut |d, at, so, k| {
-                        s.region.copy_to(s.offset + so, &d.region, at, k);
-                    },
-                    s.len,
-                );
-            }
-        }
+        Payload::Bytes(b) => place_at(b, dst, 0) == Ok(()),
+        Payload::Segs(ss) => ss.iter().all(|s| {
+            put(
+                &mut |d, at, so, k| s.region.copy_to(s.offset + so, &d.region, at, k),
+                s.len,
+            )
+        }),
     }
 }

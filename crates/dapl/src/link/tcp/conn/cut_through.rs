@@ -18,8 +18,8 @@ use iwarp::Segment;
 
 use super::rx::tagged_cause;
 use super::{Rx, TcpConn};
-use crate::engine::qp::{place_at, RxResponse, RxWriteFault};
-use crate::mem::region::{recv_scatter, RecvPiece};
+use crate::engine::qp::{place_at, PlaceFault, RxResponse, RxWriteFault};
+use crate::mem::region::{is_revoked_error, recv_scatter, revoked_error, RecvPiece};
 use crate::mem::{seg_span, Seg};
 use crate::types::MAX_IOV;
 
@@ -148,40 +148,54 @@ impl TcpConn {
             rx.cut = None;
             return CutStep::Stop;
         };
+        // What the socket read (or the staged bytes placed) gave; a region revoked under the
+        // placement (deregistered since the engine resolved it) is `revoked_error`.
         let mut got: io::Result<usize> = Ok(0);
-        let mut fill = |segs: &[Seg], at: u64| -> usize {
-            got = match src {
-                CutSrc::Staged(b) => Ok(if place_at(b, segs, at) { b.len() } else { 0 }),
+        let fill = |segs: &[Seg], at: u64| -> io::Result<usize> {
+            match src {
+                CutSrc::Staged(b) => match place_at(b, segs, at) {
+                    Ok(()) => Ok(b.len()),
+                    Err(PlaceFault::Revoked) => Err(revoked_error()),
+                    Err(PlaceFault::TooLong) => Ok(0), // cannot happen: the engine checked
+                },
                 // The message's last byte is stored after the rest, as `copy_in` does for
                 // staged bytes (a consumer may poll it, then read the rest): the socket read
                 // stops one short, and that byte comes with a read of its own.
                 CutSrc::Socket if last && left == 1 => {
                     let mut b = [0u8; 1];
-                    (&self.sock).read(&mut b).map(|n| {
-                        if n == 1 && !place_at(&b, segs, at) {
-                            return 0; // cannot happen: the engine checked the range
-                        }
-                        n
-                    })
+                    match (&self.sock).read(&mut b)? {
+                        1 => match place_at(&b, segs, at) {
+                            Ok(()) => Ok(1),
+                            Err(PlaceFault::Revoked) => Err(revoked_error()),
+                            Err(PlaceFault::TooLong) => Ok(0), // the engine checked the range
+                        },
+                        n => Ok(n),
+                    }
                 }
                 CutSrc::Socket if last => recv_into(self.fd(), segs, at, left - 1),
                 CutSrc::Socket => recv_into(self.fd(), segs, at, left),
-            };
-            *got.as_ref().unwrap_or(&0)
+            }
         };
         let fault = if read_resp {
             match ep.rx_read_response_with(stag, to, left as u64, last, |segs, at| {
-                fill(segs, at) as u64
+                got = fill(segs, at);
+                match &got {
+                    Err(e) if is_revoked_error(e) => None,
+                    r => Some(*r.as_ref().unwrap_or(&0) as u64),
+                }
             }) {
                 RxResponse::Placed => None,
                 RxResponse::NotConnected => Some(None),
                 RxResponse::Unexpected => Some(Some(TerminateCause::rdmap_operation(
                     RdmapErrorCode::UnexpectedOpcode,
                 ))),
+                // Our sink was deregistered while the read was outstanding.
+                RxResponse::Revoked => Some(Some(TerminateCause::rdmap_local_catastrophic())),
             }
         } else {
             match ep.rx_write_with(stag, to, left as u64, |seg| {
-                fill(std::slice::from_ref(seg), 0);
+                got = fill(std::slice::from_ref(seg), 0);
+                !got.as_ref().is_err_and(is_revoked_error)
             }) {
                 Ok(()) => None,
                 Err(RxWriteFault::Access(f)) => Some(Some(tagged_cause(f))),

@@ -118,6 +118,10 @@ struct Tx {
     shut: bool,
     failed: bool,
     want_out: bool,
+    /// A region the job sends from was revoked (its LMR freed while the message was being
+    /// written): the job was dropped and the engine must end the connection BROKEN (taken by
+    /// whoever flushed: `transmit` returns `Broken`, the others call the engine).
+    revoked: bool,
 }
 
 /// A connection's epoll registration (`Shared::register`, `modify`, `deregister`).
@@ -195,6 +199,7 @@ impl TcpConn {
                 shut: false,
                 failed: false,
                 want_out: false,
+                revoked: false,
             }),
             rx_paused: AtomicBool::new(false),
             wants_out: AtomicBool::new(false),
@@ -431,8 +436,10 @@ impl Connection for TcpConn {
             if let Err(o) = self.start_job(&mut tx, msg) {
                 return o;
             }
-            if self.flush_locked(&mut tx) {
-                if tx.failed {
+            if self.flush_locked(&mut tx) || tx.revoked {
+                if std::mem::take(&mut tx.revoked) {
+                    (TxOutcome::Broken, false)
+                } else if tx.failed {
                     (
                         if self.peer_fin.load(Ordering::SeqCst) {
                             TxOutcome::PeerClosed

@@ -30,7 +30,7 @@ use super::cut_through::{CutSrc, CutStep};
 use super::tx::parse_write_immed_data;
 use super::{Phase, Rx, TcpConn};
 use crate::engine::port::Payload;
-use crate::engine::qp::{place_at, RxReadFault, RxResponse, RxTake, RxWriteFault};
+use crate::engine::qp::{place_at, PlaceFault, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::link::tcp::{lock, LINGER, RNR_GRACE};
 use crate::mem::RemoteFault;
 use crate::types::{ConnectionEventKind, DtoStatus};
@@ -431,13 +431,21 @@ impl TcpConn {
                         ulpdu,
                     );
                 };
-                if !place_at(payload, &wr.segs, mo as u64) {
-                    ep.rx_send_done(&wr, DtoStatus::LocalLength, 0, true);
-                    return self.fail_in(
-                        rx,
-                        TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MessageTooLong),
-                        ulpdu,
-                    );
+                match place_at(payload, &wr.segs, mo as u64) {
+                    Ok(()) => {}
+                    Err(PlaceFault::TooLong) => {
+                        ep.rx_send_done(&wr, DtoStatus::LocalLength, 0, true);
+                        return self.fail_in(
+                            rx,
+                            TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MessageTooLong),
+                            ulpdu,
+                        );
+                    }
+                    Err(PlaceFault::Revoked) => {
+                        // The receive's LMR was freed while it was posted.
+                        ep.rx_send_done(&wr, DtoStatus::LocalProtection, 0, true);
+                        return self.fail_in(rx, TerminateCause::rdmap_local_catastrophic(), ulpdu);
+                    }
                 }
                 if last {
                     let len = mo as u64 + payload.len() as u64;
@@ -522,6 +530,9 @@ impl TcpConn {
                         TerminateCause::rdmap_operation(RdmapErrorCode::UnexpectedOpcode),
                         ulpdu,
                     ),
+                    RxResponse::Revoked => {
+                        self.fail_in(rx, TerminateCause::rdmap_local_catastrophic(), ulpdu)
+                    }
                 }
             }
             Segment::Terminate { message, .. } => {

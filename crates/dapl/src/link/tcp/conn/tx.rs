@@ -21,14 +21,16 @@ use arrayvec::ArrayVec;
 use iwarp::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use iwarp::fpdu::{fpdu_len, pad_len};
 use iwarp::rdmap::{ReadRequest, IMMEDIATE_DATA_LEN, MAX_SEGMENT_HEADER_LEN};
+use iwarp::terminate::{RdmapErrorCode, TerminateCause, TerminateMessage};
 use iwarp::{crc, Segment};
 
 use super::{Phase, TcpConn, Tx};
 use crate::engine::port::{OutMsg, Payload, TxOutcome};
 use crate::engine::qp::Segs;
 use crate::link::tcp::{self, lock};
-use crate::mem::region::{send_gather, IoPiece, MAX_GATHER};
+use crate::mem::region::{is_revoked_error, send_gather, IoPiece, MAX_GATHER};
 use crate::mem::seg_span;
+use crate::types::ConnectionEventKind;
 use crate::types::{DtoStatus, MAX_IOV};
 
 /// Most FPDUs framed into one gathered write.
@@ -141,47 +143,61 @@ impl TcpConn {
                 }
             }
         }
-        let notify = {
+        let drained = {
             let mut tx = lock(&self.tx);
             let done = self.flush_locked(&mut tx);
-            done && std::mem::take(&mut tx.notify)
+            Drained::of(&mut tx, done)
         };
         self.update_interest();
-        if notify {
-            if let Some(ep) = self.ep() {
-                ep.tx_drained(self.id);
-            }
-        }
+        self.tell_engine(drained);
     }
 
     pub(super) fn release_hold(&self) {
-        let notify = {
+        let drained = {
             let mut tx = lock(&self.tx);
             if !tx.hold {
                 return;
             }
             tx.hold = false;
             let done = self.flush_locked(&mut tx);
-            done && std::mem::take(&mut tx.notify)
+            Drained::of(&mut tx, done)
         };
         self.update_interest();
-        if notify {
-            if let Some(ep) = self.ep() {
-                ep.tx_drained(self.id);
-            }
-        }
+        self.tell_engine(drained);
     }
 
     pub(super) fn send_ctl_segment(&self, seg: &Segment<'_>) {
-        let done = {
+        let drained = {
             let mut tx = lock(&self.tx);
             if !tx.push_segment(seg) {
                 return;
             }
-            self.flush_locked(&mut tx)
+            let done = self.flush_locked(&mut tx);
+            // A queued job this flush finished is reported by `on_writable`, as before; only
+            // a revoked one is reported here.
+            if !done {
+                self.update_interest();
+            }
+            if std::mem::take(&mut tx.revoked) {
+                Drained::Revoked
+            } else {
+                Drained::No
+            }
         };
-        if !done {
-            self.update_interest();
+        self.tell_engine(drained);
+    }
+
+    /// Tells the engine what a flush outside `transmit` found (with `tx` let go).
+    fn tell_engine(&self, d: Drained) {
+        let Some(ep) = self.ep() else {
+            return;
+        };
+        match d {
+            Drained::No => {}
+            Drained::Done => ep.tx_drained(self.id),
+            Drained::Revoked => {
+                ep.end_connection_of(self.id, ConnectionEventKind::Broken, true);
+            }
         }
     }
 
@@ -254,6 +270,11 @@ impl TcpConn {
                     return false;
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_revoked_error(&e) => {
+                    if !self.revoked(tx) {
+                        return true;
+                    }
+                }
                 Err(_) => {
                     tx.failed = true;
                     tx.want_out = false;
@@ -261,6 +282,35 @@ impl TcpConn {
                 }
             }
         }
+    }
+
+    /// A region of the job was revoked: nothing more of it is sent, and the engine is to end
+    /// the connection (`tx.revoked`). At an FPDU boundary (nothing of the batch written yet) a
+    /// Terminate (RDMAP remote protection, invalid STag: the memory is no longer registered)
+    /// goes out, then the stream is shut; true: go on writing it. In the middle of an FPDU no
+    /// valid frame can follow, so the stream is shut down at once; false.
+    fn revoked(&self, tx: &mut Tx) -> bool {
+        tx.revoked = true;
+        tx.job = None;
+        tx.abandon = true;
+        tx.shut_after = true;
+        if tx.at == 0 && tx.skip == 0 {
+            tx.pieces.clear();
+            tx.frames.clear();
+            let term = Segment::Terminate {
+                msn: 1,
+                message: TerminateMessage::header_less(TerminateCause::rdmap_protection(
+                    RdmapErrorCode::InvalidStag,
+                )),
+            };
+            if tx.push_segment(&term) {
+                return true;
+            }
+        }
+        tx.failed = true;
+        tx.want_out = false;
+        let _ = self.sock.shutdown(Shutdown::Both);
+        false
     }
 
     /// Frames the next batch: queued control frames first, then FPDUs of the job. False if
@@ -351,7 +401,12 @@ impl TcpConn {
                     Some(c) => {
                         let a = tx.frames.len();
                         tx.frames.resize(a + k, 0);
-                        s.region.copy_out(s.offset + at, &mut tx.frames[a..]);
+                        if !s.region.copy_out(s.offset + at, &mut tx.frames[a..]) {
+                            // Revoked (the range is inside the segment): nothing of this
+                            // batch has gone out (`at` and `skip` are 0), so the stream is at
+                            // an FPDU boundary. The job is dropped.
+                            return self.revoked(tx);
+                        }
                         c.update(&tx.frames[a..]);
                         tx.pieces.push(Piece::Frame(a, a + k));
                     }
@@ -507,5 +562,28 @@ impl Tx {
             self.ctl.push_back((out, true));
         }
         ok
+    }
+}
+
+/// What a flush outside `transmit` tells the engine once `tx` is let go.
+enum Drained {
+    /// Nothing.
+    No,
+    /// The queued message it waited for is written (`tx_drained`).
+    Done,
+    /// A region of the job was revoked: the connection ends BROKEN.
+    Revoked,
+}
+
+impl Drained {
+    fn of(tx: &mut Tx, done: bool) -> Drained {
+        if std::mem::take(&mut tx.revoked) {
+            tx.notify = false;
+            Drained::Revoked
+        } else if done && std::mem::take(&mut tx.notify) {
+            Drained::Done
+        } else {
+            Drained::No
+        }
     }
 }
