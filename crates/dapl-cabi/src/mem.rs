@@ -143,9 +143,10 @@ pub(crate) unsafe extern "C" fn lmr_create(
             return Err(err(DAT_LENGTH_ERROR, 0));
         }
         // SAFETY: dat_lmr_create's contract: the consumer's memory [va, va+length) stays
-        // valid and is not unmapped until the LMR is freed and its DTOs completed (the same
-        // promise every DAT provider relies on when it registers memory with a NIC). The pages
-        // are not touched here (dapltest registers up to 1 GiB without writing it).
+        // valid and is not unmapped until dat_lmr_free (or the IA's close) returned, the same
+        // promise every DAT provider relies on when it registers memory with a NIC; dapl never
+        // touches it after that (regions are revoked). C code holds no Rust references. The
+        // pages are not touched here (dapltest registers up to 1 GiB without writing it).
         let l = unsafe { p.lmr_register(ptr, len, lmr_privileges(privs)) }.dat()?;
         lmr_context.put_opt(l.lmr_context());
         rmr_context.put_opt(l.rmr_context());

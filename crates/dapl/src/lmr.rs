@@ -136,10 +136,11 @@ impl Pz {
     /// Registers caller-owned memory (`dat_lmr_create` with `DAT_MEM_TYPE_VIRTUAL`).
     ///
     /// # Safety
-    /// `ptr..ptr+len` must be valid for reads and writes and stay valid until the LMR is freed
-    /// (or its IA closed) *and* every DTO that used it has completed. While the LMR may be
-    /// written (by a local receive or RDMA read, or by a peer when REMOTE_WRITE is set) the caller
-    /// must not hold Rust references to the memory.
+    /// `ptr..ptr+len` must be valid for reads and writes and stay valid (not freed, unmapped or
+    /// reused) until [`Lmr::free`] has returned or the IA's close has; after that the provider
+    /// never touches it again, whatever DTOs or peer operations still named it. Until then the
+    /// caller must not hold Rust references to the memory: the provider, and peers with
+    /// REMOTE_WRITE, may write it at any time.
     #[allow(unsafe_code)] // the one caller-memory entry point; contract above
     pub unsafe fn lmr_register(&self, ptr: NonNull<u8>, len: usize, privs: MemPriv) -> Result<Lmr> {
         const OP: &str = "lmr_create";

@@ -117,9 +117,10 @@ impl RegionMemory {
     /// Wraps memory the caller owns.
     ///
     /// # Safety
-    /// `ptr..ptr+len` must be valid for reads and writes, and stay valid and not be freed or
-    /// reused until this value (and every clone of the `Arc` holding it) is dropped; the
-    /// caller must not create Rust references to it while the library may write it.
+    /// `ptr..ptr+len` must be valid for reads and writes, and stay valid (not freed, unmapped
+    /// or reused) until [`revoke`](Self::revoke) has returned or this value is dropped,
+    /// whichever comes first; until then the caller must not create Rust references to it
+    /// (the library and peers may write it at any time).
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
         RegionMemory {
             ptr,
