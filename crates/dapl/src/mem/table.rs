@@ -5,9 +5,13 @@
 //! placement and RDMA read request is checked here before a byte moves: STag valid (index and
 //! key), PZ equal to the endpoint's, rights, and bounds with checked arithmetic.
 //!
-//! An STag is `index << 8 | key`; the 8-bit key changes each time an index is reused, so a
-//! stale STag from a freed region never matches a new one. STag 0 is never issued.
+//! An STag is `index << 8 | key`; the 8-bit key changes each time an index is reused, and freed
+//! indexes are reused oldest first, only once [`REUSE_AFTER`] of them are free: an index comes
+//! back at most once per `REUSE_AFTER` registrations, so a stale STag (a peer's, of a freed
+//! region) matches a new one only after 256 reuses of its index, that is after more than
+//! 255 x `REUSE_AFTER` (261,120) registrations. STag 0 is never issued.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 
 use crate::mem::RegionMemory;
@@ -105,12 +109,18 @@ pub struct MemTable {
 #[derive(Default)]
 struct Slots {
     slots: Vec<(u8, Option<Entry>)>,
-    free: Vec<u32>,
+    /// Freed indexes, oldest first.
+    free: VecDeque<u32>,
     live: usize,
 }
 
 /// The largest index an STag can hold.
 const MAX_INDEX: u32 = (1 << 24) - 1;
+
+/// Freed indexes are reused (oldest first) only once this many are free, or when no fresh
+/// index is left: a table that registers and frees one region over and over cycles through
+/// this many indexes (a slot each, about 80 bytes) instead of wrapping one index's key.
+pub(crate) const REUSE_AFTER: usize = 1024;
 
 impl MemTable {
     /// Registers `len` bytes of `region` starting at `region_offset`, seen at virtual address
@@ -131,20 +141,17 @@ impl MemTable {
         if t.live >= max {
             return None;
         }
-        let index = match t.free.pop() {
-            Some(i) => i,
-            None => {
-                // Index 0 is skipped so that no STag is 0.
-                if t.slots.is_empty() {
-                    t.slots.push((0, None));
-                }
-                let i = t.slots.len() as u32;
-                if i > MAX_INDEX {
-                    return None;
-                }
-                t.slots.push((0, None));
-                i
-            }
+        // Index 0 is skipped so that no STag is 0.
+        if t.slots.is_empty() {
+            t.slots.push((0, None));
+        }
+        let fresh_left = t.slots.len() as u32 <= MAX_INDEX;
+        let index = if t.free.len() >= REUSE_AFTER || !fresh_left {
+            t.free.pop_front()?
+        } else {
+            let i = t.slots.len() as u32;
+            t.slots.push((0, None));
+            i
         };
         let slot = &mut t.slots[index as usize];
         slot.0 = slot.0.wrapping_add(1);
@@ -171,7 +178,7 @@ impl MemTable {
         match t.slots.get_mut(index) {
             Some((_, slot @ Some(_))) if slot.as_ref().is_some_and(|e| e.key == key) => {
                 *slot = None;
-                t.free.push(index as u32);
+                t.free.push_back(index as u32);
                 t.live -= 1;
                 true
             }
@@ -353,16 +360,42 @@ mod tests {
         assert!(t.remove(stag));
         assert!(!t.remove(stag));
         let r = Arc::new(RegionMemory::allocate(4096).unwrap());
-        let stag2 = t
-            .insert(EntryKind::Lmr, r, 0, va, 4096, 7, MemPriv::ALL, 16)
-            .unwrap();
-        assert_eq!(stag >> 8, stag2 >> 8);
+        // The index comes back once REUSE_AFTER indexes are free, with another key.
+        let mut reused = None;
+        for _ in 0..=REUSE_AFTER {
+            let s = t
+                .insert(EntryKind::Lmr, r.clone(), 0, va, 4096, 7, MemPriv::ALL, 16)
+                .unwrap();
+            if s >> 8 == stag >> 8 {
+                reused = Some(s);
+                break;
+            }
+            assert!(t.remove(s));
+        }
+        let stag2 = reused.expect("the index is reused after REUSE_AFTER frees");
         assert_ne!(stag, stag2);
         assert_eq!(
             t.resolve_remote(stag, va, 1, 7, MemPriv::REMOTE_READ)
                 .unwrap_err(),
             RemoteFault::InvalidStag
         );
+    }
+
+    #[test]
+    fn a_freed_stag_matches_no_new_region_for_255_times_reuse_after_registrations() {
+        // Register and free one region over and over (as a program that registers a buffer
+        // per message does): the first STag must not be issued again, or a peer that kept it
+        // would reach the new region.
+        let (t, first, va) = table_with_region(MemPriv::ALL);
+        assert!(t.remove(first));
+        let r = Arc::new(RegionMemory::allocate(4096).unwrap());
+        for n in 0..255 * REUSE_AFTER {
+            let s = t
+                .insert(EntryKind::Lmr, r.clone(), 0, va, 4096, 7, MemPriv::ALL, 16)
+                .unwrap();
+            assert_ne!(s, first, "registration {n} got the freed STag again");
+            assert!(t.remove(s));
+        }
     }
 
     #[test]
