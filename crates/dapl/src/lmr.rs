@@ -7,7 +7,7 @@
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::mem::EntryKind;
@@ -24,6 +24,10 @@ pub(crate) struct LmrInner {
     /// RMRs bound to this LMR.
     pub(crate) users: AtomicU32,
     pub(crate) freed: AtomicBool,
+    /// Held by `free` from its check of `users` to the release, and by `Rmr::bind` from its
+    /// check of `freed` to counting itself in `users`: a bind racing a free either counts
+    /// before the free looks (the free is refused) or finds the LMR freed.
+    pub(crate) bind_or_free: Mutex<()>,
 }
 
 /// A Local Memory Region (`DAT_LMR_HANDLE`).
@@ -85,6 +89,7 @@ impl Pz {
             privs,
             users: AtomicU32::new(0),
             freed: AtomicBool::new(false),
+            bind_or_free: Mutex::new(()),
         }));
         self.0.users.fetch_add(1, Ordering::AcqRel);
         ia.objects().lmrs.insert(lmr.0.id, lmr.clone());
@@ -312,6 +317,11 @@ impl Lmr {
     /// Read, a Write being placed) finds it revoked and breaks its connection instead.
     pub fn free(&self) -> Result<()> {
         const OP: &str = "lmr_free";
+        let _no_bind = self
+            .0
+            .bind_or_free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         self.check(OP)?;
         let users = self.0.users.load(Ordering::Acquire);
         if users > 0 {

@@ -154,6 +154,18 @@ impl Rmr {
             );
         }
         let ia = &self.0.pz.0.ia;
+        // Until this bind counts itself in the LMR's users, a free of the LMR waits (and is
+        // then refused); a free that came first is seen here.
+        let _no_free = lmr.0.bind_or_free.lock().unwrap_or_else(|p| p.into_inner());
+        if lmr.0.freed.load(Ordering::Acquire) {
+            return err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleLmr,
+                OP,
+                self.object(),
+                "the LMR was freed",
+            );
+        }
         let mut b = self.0.binding.lock().unwrap_or_else(|p| p.into_inner());
         let context = if triplet.segment_length == 0 {
             0

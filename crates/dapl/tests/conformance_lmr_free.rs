@@ -80,3 +80,50 @@ per_link_with!(
         p.close();
     }
 );
+
+once!(
+    an_rmr_bind_racing_lmr_free_never_leaves_an_rmr_over_a_freed_lmr,
+    |link| {
+        // Either the bind counts first (the free is refused: INVALID_STATE) or the free does
+        // (the bind is refused: INVALID_HANDLE); never both succeed.
+        let s = Side::new(link, None);
+        let (mut binds_first, mut frees_first) = (0, 0);
+        for _ in 0..500 {
+            let l = s.lmr(4096);
+            let rmr = s.pz.rmr_create().unwrap();
+            let go = std::sync::Barrier::new(2);
+            let (bound, freed) = std::thread::scope(|sc| {
+                let b = sc.spawn(|| {
+                    go.wait();
+                    rmr.bind(
+                        &l,
+                        l.triplet(0, 64),
+                        MemPriv::REMOTE_WRITE,
+                        &s.ep,
+                        1,
+                        CompletionFlags::SUPPRESS,
+                    )
+                });
+                go.wait();
+                let freed = l.free();
+                (b.join().unwrap(), freed)
+            });
+            match (bound, freed) {
+                (Ok(_), Err(e)) => {
+                    assert_eq!(e.kind(), ErrorType::InvalidState);
+                    binds_first += 1;
+                    rmr.free().unwrap();
+                    l.free().unwrap();
+                }
+                (Err(e), Ok(())) => {
+                    assert_eq!(e.kind(), ErrorType::InvalidHandle);
+                    frees_first += 1;
+                    rmr.free().unwrap();
+                }
+                (b, f) => panic!("bind {b:?} and free {f:?}: an RMR over a freed LMR"),
+            }
+        }
+        eprintln!("bind first {binds_first}, free first {frees_first}");
+        s.close();
+    }
+);
