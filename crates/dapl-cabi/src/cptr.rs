@@ -12,7 +12,9 @@
 
 use std::ffi::{c_char, CStr};
 
-use crate::ffi::{DAT_CLASS_ERROR, DAT_INVALID_PARAMETER, DAT_RETURN};
+use crate::ffi::{
+    DAT_CLASS_ERROR, DAT_EVENT, DAT_INVALID_PARAMETER, DAT_PVOID, DAT_RETURN, DAT_SOFTWARE_EVENT,
+};
 
 /// An output (or in-out) pointer argument.
 #[repr(transparent)]
@@ -59,19 +61,6 @@ impl<T> Out<T> {
             unsafe { self.0.write(v) };
         }
     }
-
-    /// The mutable target, for filling a struct field by field; NULL is
-    /// `DAT_INVALID_PARAMETER` naming argument `arg`.
-    pub(crate) fn as_mut(&mut self, arg: u32) -> Result<&mut T, DAT_RETURN> {
-        if self.0.is_null() {
-            return Err(bad_arg(arg));
-        }
-        // SAFETY: non-NULL, writable storage for a T (module doc); the reference is tied to
-        // `&mut self`, which lives no longer than the call. The structs this is used for are
-        // plain old data (integers, pointers, unions of them), so any bit pattern the caller
-        // left there is a valid value to overwrite.
-        Ok(unsafe { &mut *self.0 })
-    }
 }
 
 impl<T> In<T> {
@@ -116,6 +105,28 @@ impl<T: Copy> In<T> {
         // SAFETY: non-NULL, and by the DAT contract `n` initialised, aligned Ts that stay
         // valid for the call; the slice's lifetime is tied to `&self`.
         Ok(unsafe { std::slice::from_raw_parts(self.0, n) })
+    }
+}
+
+impl In<DAT_EVENT> {
+    /// The data pointer of a software event (`dat_evd_post_se`), or `None` if the event is of
+    /// another kind; NULL is `DAT_INVALID_PARAMETER` naming argument `arg`. Reads the two
+    /// fields it needs and nothing else: the caller may have initialised no more of the event.
+    pub(crate) fn software_event_data(&self, arg: u32) -> Result<Option<DAT_PVOID>, DAT_RETURN> {
+        if self.0.is_null() {
+            return Err(bad_arg(arg));
+        }
+        let p = self.0;
+        // SAFETY: non-NULL, aligned storage for a DAT_EVENT (module doc) whose `event_number`
+        // the caller set; `&raw const` projects to the field without reading anything else.
+        let number = unsafe { (&raw const (*p).event_number).read() };
+        if number != DAT_SOFTWARE_EVENT {
+            return Ok(None);
+        }
+        // SAFETY: as above; for a software event the caller set the union's software member,
+        // whose pointer is read alone.
+        let data = unsafe { (&raw const (*p).event_data.software_event_data.pointer).read() };
+        Ok(Some(data))
     }
 }
 

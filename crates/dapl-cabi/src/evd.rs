@@ -163,13 +163,9 @@ pub(crate) unsafe extern "C" fn evd_post_se(
     c_ptrs!(event: In);
     guard("evd_post_se", || {
         let (_, e) = handle::evd(evd)?;
-        let ev = event.get(2)?;
-        if ev.event_number != DAT_SOFTWARE_EVENT {
+        let Some(p) = event.software_event_data(2)? else {
             return Err(bad_arg(2));
-        }
-        // SAFETY: a software event's data is its pointer member (checked just above); reading
-        // a pointer-sized integer from the union is valid for any bits.
-        let p = unsafe { ev.event_data.software_event_data.pointer };
+        };
         e.post_se(p as usize as u64).dat()
     })
 }
@@ -213,14 +209,19 @@ pub(crate) unsafe extern "C" fn cno_query(
     _mask: DAT_CNO_PARAM_MASK,
     param: *mut DAT_CNO_PARAM,
 ) -> DAT_RETURN {
-    c_ptrs!(mut param: Out);
+    c_ptrs!(param: Out);
     guard("cno_query", || {
         let (h, _) = handle::cno(cno)?;
-        let p = param.as_mut(3)?;
-        p.ia_handle = ia_index(h.ia_handle());
-        p.proxy_type = DAT_PROXY_TYPE_NONE;
-        p.proxy.none = std::ptr::null_mut();
-        Ok(())
+        param.put(
+            3,
+            DAT_CNO_PARAM {
+                ia_handle: ia_index(h.ia_handle()),
+                proxy_type: DAT_PROXY_TYPE_NONE,
+                proxy: DAT_CNO_PARAM_PROXY {
+                    none: std::ptr::null_mut(),
+                },
+            },
+        )
     })
 }
 

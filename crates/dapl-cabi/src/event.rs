@@ -23,11 +23,9 @@ fn keep_pdata(ep: DAT_HANDLE, pdata: &[u8]) -> (DAT_COUNT, DAT_PVOID) {
     };
     let b: Box<[u8]> = pdata.into();
     let p = b.as_ptr() as *mut c_void;
+    // Kept for the EP's life, as promised above (a consumer may read an event's private data
+    // long after dequeuing it): at most 252 bytes per connection event of the EP.
     let mut kept = epc.event_pdata.lock().unwrap_or_else(|p| p.into_inner());
-    // One connection's events at most carry a few private data blocks; keep the last few.
-    if kept.len() >= 4 {
-        kept.remove(0);
-    }
     kept.push(b);
     (pdata.len() as DAT_COUNT, p)
 }

@@ -102,8 +102,8 @@ pub(crate) unsafe extern "C" fn ia_query(
     provider_attr: *mut DAT_PROVIDER_ATTR,
 ) -> DAT_RETURN {
     c_ptrs!(async_evd: Out);
-    c_ptrs!(mut ia_attr: Out);
-    c_ptrs!(mut provider_attr: Out);
+    c_ptrs!(ia_attr: Out);
+    c_ptrs!(provider_attr: Out);
     guard("ia_query", || {
         let (_, iac) = handle::ia(ia)?;
         if ia_attr.is_null() && ia_attr_mask != 0 {
@@ -156,7 +156,7 @@ pub(crate) unsafe extern "C" fn ia_query(
             c.transport_attr = std::ptr::null_mut();
             c.num_vendor_attr = 0;
             c.vendor_attr = std::ptr::null_mut();
-            *ia_attr.as_mut(4)? = c;
+            ia_attr.put(4, c)?;
         }
         if !provider_attr.is_null() {
             let p = iac.ia.provider_attr().dat()?;
@@ -196,7 +196,7 @@ pub(crate) unsafe extern "C" fn ia_query(
             c.ha_supported = DAT_FALSE;
             c.num_provider_specific_attr = PROVIDER_SPECIFIC.0.len() as DAT_COUNT;
             c.provider_specific_attr = PROVIDER_SPECIFIC.0.as_ptr() as *mut DAT_NAMED_ATTR;
-            *provider_attr.as_mut(6)? = c;
+            provider_attr.put(6, c)?;
         }
         Ok(())
     })

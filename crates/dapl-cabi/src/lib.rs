@@ -10,18 +10,13 @@
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 /// Wraps a vtable function's own pointer arguments in [`cptr::In`] / [`cptr::Out`], shadowing
-/// them: `c_ptrs!(ep: In, mut param: Out);`. Used only on the arguments of the function it
+/// them: `c_ptrs!(ep: In, param: Out);`. Used only on the arguments of the function it
 /// appears in, first thing in its body.
 macro_rules! c_ptrs {
     () => {};
-    (mut $name:ident: $kind:ident $(, $($rest:tt)*)?) => {
+    ($name:ident: $kind:ident $(, $($rest:tt)*)?) => {
         // SAFETY: `$name` is the enclosing vtable function's pointer argument, which its C
         // caller promises is NULL or valid for the call (the DAT contract; cptr's doc).
-        let mut $name = unsafe { $crate::cptr::$kind::new($name) };
-        $(c_ptrs!($($rest)*);)?
-    };
-    ($name:ident: $kind:ident $(, $($rest:tt)*)?) => {
-        // SAFETY: as above.
         let $name = unsafe { $crate::cptr::$kind::new($name) };
         $(c_ptrs!($($rest)*);)?
     };

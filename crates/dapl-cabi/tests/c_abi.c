@@ -167,6 +167,40 @@ static void object_checks(DAT_IA_HANDLE ia)
 	double waited = now_ms() - t0;
 	CHECK_TRUE("evd_empty.wait_10000us_waits_about_10ms", waited >= 9 && waited < 2000);
 
+	/* a software event posted from an event whose other fields are left unset (the
+	 * provider reads the number and the software data pointer only), and a CNO's query */
+	{
+		DAT_EVENT se, got;
+		DAT_EVD_HANDLE sw;
+		static int marker;
+		REQUIRE("setup.evd_create_software", evd(ia, 8, DAT_EVD_SOFTWARE_FLAG, &sw));
+		memset(&se, 0xA5, sizeof(se)); /* stands for storage the caller did not initialise */
+		se.event_number = DAT_SOFTWARE_EVENT;
+		se.event_data.software_event_data.pointer = &marker;
+		CHECK("post_se.partly_initialised_software_event", dat_evd_post_se(sw, &se),
+		      DAT_SUCCESS);
+		CHECK("post_se.dequeued", dat_evd_dequeue(sw, &got), DAT_SUCCESS);
+		CHECK("post_se.number", got.event_number, DAT_SOFTWARE_EVENT);
+		CHECK("post_se.pointer", (u64)(uintptr_t)got.event_data.software_event_data.pointer,
+		      (u64)(uintptr_t)&marker);
+		se.event_number = DAT_DTO_COMPLETION_EVENT;
+		CHECK_TYPE("post_se.other_event_is_invalid_parameter", dat_evd_post_se(sw, &se),
+			   DAT_INVALID_PARAMETER);
+		CHECK("post_se.nothing_queued", dat_evd_dequeue(sw, &got), DAT_QUEUE_EMPTY);
+		CHECK("setup.evd_free_software", dat_evd_free(sw), DAT_SUCCESS);
+
+		DAT_CNO_HANDLE cno;
+		DAT_CNO_PARAM cp;
+		DAT_OS_WAIT_PROXY_AGENT agent = {0};
+		REQUIRE("setup.cno_create", dat_cno_create(ia, agent, &cno));
+		memset(&cp, 0xA5, sizeof(cp));
+		CHECK("cno_query.success", dat_cno_query(cno, DAT_CNO_FIELD_ALL, &cp), DAT_SUCCESS);
+		CHECK("cno_query.ia_handle_is_libdat2s", (u64)(uintptr_t)cp.ia_handle,
+		      (u64)(uintptr_t)ia);
+		CHECK("cno_query.proxy_none", cp.proxy_type, DAT_PROXY_TYPE_NONE);
+		CHECK("setup.cno_free", dat_cno_free(cno), DAT_SUCCESS);
+	}
+
 	/* a handle of the wrong kind, passed where another kind is expected */
 	CHECK_TYPE("wrong_kind.pz_free_of_evd", dat_pz_free(dto), DAT_INVALID_HANDLE);
 	CHECK_TYPE("wrong_kind.psp_query_of_evd", dat_psp_query(dto, DAT_PSP_FIELD_ALL, &psp_param),

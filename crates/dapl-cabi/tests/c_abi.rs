@@ -270,6 +270,16 @@ fn empty_evd_dequeue_is_bare_queue_empty_and_wait_times_out() {
 }
 
 #[test]
+fn evd_post_se_reads_only_the_number_and_software_pointer_of_the_event() {
+    assert_group("post_se");
+}
+
+#[test]
+fn cno_query_reports_the_libdat2_ia_handle_and_no_proxy() {
+    assert_group("cno_query");
+}
+
+#[test]
 fn optional_null_out_pointers_are_accepted_and_required_ones_refused() {
     assert_group("null_out");
 }
