@@ -229,7 +229,8 @@ impl Lmr {
         RmrTriplet::new(self.0.context, self.address().wrapping_add(offset), len)
     }
 
-    /// Copies `data` into the LMR at `offset`. `DAT_INVALID_PARAMETER` if it does not fit.
+    /// Copies `data` into the LMR at `offset` (atomic stores, the last byte's last and with
+    /// Release). `DAT_INVALID_PARAMETER` if it does not fit.
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         const OP: &str = "lmr_write";
         self.check(OP)?;
@@ -250,7 +251,9 @@ impl Lmr {
         Ok(())
     }
 
-    /// Copies from the LMR at `offset` into `out`. `DAT_INVALID_PARAMETER` if out of range.
+    /// Copies from the LMR at `offset` into `out` (atomic loads, relaxed: see
+    /// [`load_acquire`](Self::load_acquire) for polling). `DAT_INVALID_PARAMETER` if out of
+    /// range.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         const OP: &str = "lmr_read";
         self.check(OP)?;
@@ -269,6 +272,29 @@ impl Lmr {
             );
         }
         Ok(())
+    }
+
+    /// The byte at `offset`, loaded with Acquire: the way to poll memory for a peer's RDMA
+    /// Write. The provider stores a placement's last byte last and with Release, so once this
+    /// returns a message's last byte, [`read`](Self::read) sees all of the message. (`read`
+    /// itself makes relaxed loads: polling with it alone orders nothing.)
+    /// `DAT_INVALID_PARAMETER` if `offset` is not inside the LMR.
+    pub fn load_acquire(&self, offset: usize) -> Result<u8> {
+        const OP: &str = "lmr_load_acquire";
+        self.check(OP)?;
+        match self.0.region.load_acquire(offset) {
+            Some(b) => Ok(b),
+            None => {
+                self.check_not_revoked(OP)?;
+                err(
+                    ErrorType::InvalidParameter,
+                    Subtype::InvalidArg2,
+                    OP,
+                    self.object(),
+                    format!("offset {offset} is not inside {} bytes", self.len()),
+                )
+            }
+        }
     }
 
     /// Reads `len` bytes at `offset` into a new vector.

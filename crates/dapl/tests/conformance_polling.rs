@@ -81,9 +81,14 @@ per_link!(
             )
             .unwrap();
         let want = contents(&src);
+        // Polls the last byte as a consumer would (acquire), then reads the rest.
         eventually(
             "the RDMA write lands without a call from its target",
-            || contents(&target) == want,
+            || target.load_acquire(4095).unwrap() == want[4095],
+        );
+        assert!(
+            contents(&target) == want,
+            "the last byte landed before the rest"
         );
         assert_eq!(p.b.req_done().status, DtoStatus::Success);
         p.close();

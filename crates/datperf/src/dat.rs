@@ -388,12 +388,8 @@ impl Conn {
 
     /// Spins until the byte at `off` of the local buffer is `v` (the peer's RDMA write landed).
     fn poll_byte(&self, off: usize, v: u8) -> Result<()> {
-        let mut b = [0u8; 1];
         busy_poll(
-            || {
-                self.lmr.read(off, &mut b)?;
-                Ok((b[0] == v).then_some(()))
-            },
+            || Ok((self.lmr.load_acquire(off)? == v).then_some(())),
             |start| self.check_alive(start, "the peer's RDMA write"),
         )
     }

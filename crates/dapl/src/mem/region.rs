@@ -2,9 +2,28 @@
 //! through pointers.
 //!
 //! Memory a peer may write is never handed out as `&[u8]`/`&mut [u8]`: every access is a
-//! bounds-checked raw copy (`copy_in`, `copy_out`, `copy_to`). All bounds checks use checked
-//! arithmetic and happen here, so no caller can make these functions touch a byte outside the
-//! region, whatever offsets a peer sends.
+//! bounds-checked copy (`copy_in`, `copy_out`, `copy_to`, `fill`, `load_acquire`). All bounds
+//! checks use checked arithmetic and happen here, so no caller can make these functions touch a
+//! byte outside the region, whatever offsets a peer sends.
+//!
+//! Memory model: region memory is written concurrently by the engine's threads (a placement in
+//! the progress thread, a polling consumer placing for another connection, the loopback
+//! poster), by the consumer (`Lmr::write`), by the kernel (`recvmsg`) and by C code, so every
+//! access made from Rust is *atomic*, never a plain copy (a plain copy racing any other access is
+//! undefined behaviour in Rust's model, whatever the hardware does). The granularity is fixed
+//! per address, so that two accesses to one byte always have the same size (Rust's model
+//! forbids racing atomic writes of different sizes): a byte whose aligned 8-byte word lies
+//! wholly inside the region is always accessed through that word (an `AtomicU64`; a copy that
+//! covers only part of the word updates its bytes with a compare-exchange, leaving the others
+//! as they are, so two placements into neighbouring bytes never undo each other); the few bytes
+//! at either end whose word sticks out of the region are accessed one by one (`AtomicU8`).
+//! Copies are relaxed, except the unit that holds a copy's last byte, which is stored with
+//! Release: a consumer that sees that byte with [`RegionMemory::load_acquire`] sees the whole
+//! copy (and C consumers polling the last byte, as dtest -W does, see it stored last on x86-64,
+//! where stores are not reordered with each other). Kernel copies (`sendmsg`, `recvmsg`) are
+//! outside the Rust model and stay as they are. The one case left: two registrations of
+//! overlapping memory with different ends can reach one byte as a word through one and as a
+//! byte through the other (both atomic; coherent on every target Linux runs on).
 //!
 //! Revocation: every access (a copy, or a `sendmsg`/`recvmsg` that names the region) runs as
 //! one *access* counted in the region's state, and [`RegionMemory::revoke`] (LMR free, IA
@@ -19,7 +38,7 @@ use std::alloc::{self, Layout};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 /// Page size used for library-allocated regions.
@@ -73,28 +92,13 @@ pub fn is_revoked_error(e: &io::Error) -> bool {
 }
 
 // SAFETY: RegionMemory is a pointer and a length to memory that is either owned by this value or
-// guaranteed valid by the caller of `from_raw` for the region's lifetime. All accesses are raw
-// copies; concurrent copies into the same bytes are the RDMA model's documented race (the
-// consumer must not touch memory while a DTO on it is outstanding), and no Rust reference to the
-// memory is ever created, so sharing across threads adds no aliasing.
+// guaranteed valid by the caller of `from_raw` for the region's lifetime. Every access from Rust
+// is atomic (module doc), so concurrent accesses from several threads are not data races, and
+// the only references to the memory ever created are to atomics (`UnsafeCell`), which allow
+// concurrent mutation.
 unsafe impl Send for RegionMemory {}
-// SAFETY: as for Send: `&RegionMemory` only permits bounds-checked raw copies.
+// SAFETY: as for Send: `&RegionMemory` only permits bounds-checked atomic copies.
 unsafe impl Sync for RegionMemory {}
-
-/// Stores the last byte of a placement after everything before it.
-///
-/// Consumers poll the last byte of a buffer to learn that an RDMA write has landed (dtest -W
-/// does, then compares the whole buffer), and `memcpy` gives no order: glibc's copies of a few
-/// KiB store the tail before the middle. So placements copy all but the last byte, then a
-/// release fence, then the last byte (x86-64 keeps stores in program order after that).
-///
-/// # Safety
-/// `at` must be valid for a one-byte write.
-unsafe fn last_byte_last(at: *mut u8, byte: u8) {
-    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-    // SAFETY: the caller's contract; a volatile store so the compiler keeps it after the fence.
-    unsafe { at.write_volatile(byte) };
-}
 
 impl RegionMemory {
     /// Allocates `len` zeroed bytes, page aligned. `len` must be > 0. Large allocations are
@@ -188,8 +192,9 @@ impl RegionMemory {
         offset.checked_add(len).is_some_and(|end| end <= self.len)
     }
 
-    /// Copies `src` into the region at `offset`. Returns false (and copies nothing) if the
-    /// range does not lie inside the region or the region is revoked.
+    /// Copies `src` into the region at `offset`, the unit holding the last byte last and with
+    /// Release (module doc). Returns false (and copies nothing) if the range does not lie
+    /// inside the region or the region is revoked.
     pub fn copy_in(&self, offset: usize, src: &[u8]) -> bool {
         if !self.range_ok(offset, src.len()) {
             return false;
@@ -197,22 +202,12 @@ impl RegionMemory {
         let Some(_access) = self.enter() else {
             return false;
         };
-        let Some((&last, head)) = src.split_last() else {
-            return true;
-        };
-        // SAFETY: offset+len <= self.len (checked), the region is valid for writes (type
-        // invariant), and `src` is a live Rust slice, which cannot overlap region memory since no
-        // reference into the region is ever created.
-        unsafe {
-            let dst = self.ptr.as_ptr().add(offset);
-            std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len());
-            last_byte_last(dst.add(head.len()), last);
-        }
+        self.store_release_last(offset, src);
         true
     }
 
-    /// Copies from the region at `offset` into `dst`. Returns false (and copies nothing) if the
-    /// range does not lie inside the region or the region is revoked.
+    /// Copies from the region at `offset` into `dst` (relaxed atomic loads). Returns false (and
+    /// copies nothing) if the range does not lie inside the region or the region is revoked.
     pub fn copy_out(&self, offset: usize, dst: &mut [u8]) -> bool {
         if !self.range_ok(offset, dst.len()) {
             return false;
@@ -220,20 +215,27 @@ impl RegionMemory {
         let Some(_access) = self.enter() else {
             return false;
         };
-        // SAFETY: bounds checked above; region valid for reads; `dst` is a distinct Rust slice.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
+        self.load(offset, dst);
         true
     }
 
+    /// The byte at `offset`, loaded with Acquire: once it shows the last byte of a copy into
+    /// the region (a placement, [`copy_in`](Self::copy_in)), every byte of that copy is
+    /// visible to this thread. None if out of bounds or revoked.
+    pub fn load_acquire(&self, offset: usize) -> Option<u8> {
+        if !self.range_ok(offset, 1) {
+            return None;
+        }
+        let _access = self.enter()?;
+        let mut b = [0u8; 1];
+        self.load_units(offset, &mut b, Ordering::Acquire);
+        Some(b[0])
+    }
+
     /// Copies `len` bytes from this region at `offset` to `dst` at `dst_offset` (the two may be
-    /// the same region and may overlap). Returns false (and copies nothing) if either range
-    /// is out of bounds or either region is revoked.
+    /// the same region and may overlap), through a buffer on the stack, the destination's last
+    /// unit last and with Release. Returns false (and copies nothing) if either range is out of
+    /// bounds or either region is revoked.
     pub fn copy_to(
         &self,
         offset: usize,
@@ -247,22 +249,35 @@ impl RegionMemory {
         let (Some(_from), Some(_to)) = (self.enter(), dst.enter()) else {
             return false;
         };
-        if len == 0 {
+        // By address: two registrations may cover the same memory.
+        let (from, to) = (
+            self.addr() as usize + offset,
+            dst.addr() as usize + dst_offset,
+        );
+        if to > from && to < from + len {
+            // Copying forward would overwrite source bytes before reading them.
+            let mut all = vec![0u8; len];
+            self.load(offset, &mut all);
+            dst.store_release_last(dst_offset, &all);
             return true;
         }
-        // SAFETY: both ranges are inside their regions (checked); `copy` allows overlap, and
-        // the source's last byte is read before anything is written.
-        unsafe {
-            let from = self.ptr.as_ptr().add(offset);
-            let to = dst.ptr.as_ptr().add(dst_offset);
-            let last = from.add(len - 1).read();
-            std::ptr::copy(from, to, len - 1);
-            last_byte_last(to.add(len - 1), last);
+        let mut buf = [0u8; COPY_CHUNK];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(COPY_CHUNK);
+            self.load(offset + done, &mut buf[..k]);
+            if done + k == len {
+                dst.store_release_last(dst_offset + done, &buf[..k]);
+            } else {
+                dst.store_units(dst_offset + done, &buf[..k], Ordering::Relaxed);
+            }
+            done += k;
         }
         true
     }
 
-    /// Sets `len` bytes at `offset` to `byte`. Returns false if out of bounds or revoked.
+    /// Sets `len` bytes at `offset` to `byte` (the last unit last, with Release). Returns false
+    /// if out of bounds or revoked.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> bool {
         if !self.range_ok(offset, len) {
             return false;
@@ -270,9 +285,210 @@ impl RegionMemory {
         let Some(_access) = self.enter() else {
             return false;
         };
-        // SAFETY: bounds checked above; region valid for writes.
-        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(offset), byte, len) };
+        let buf = [byte; COPY_CHUNK];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(COPY_CHUNK);
+            if done + k == len {
+                self.store_release_last(offset + done, &buf[..k]);
+            } else {
+                self.store_units(offset + done, &buf[..k], Ordering::Relaxed);
+            }
+            done += k;
+        }
         true
+    }
+}
+
+/// Bytes of the word unit of region access (module doc).
+const WORD: usize = 8;
+
+/// Bytes a region-to-region copy or a fill moves through its stack buffer at a time.
+const COPY_CHUNK: usize = 2048;
+
+/// The bytes `a..b` of a word as a mask over its native-endian value.
+fn word_mask(a: usize, b: usize) -> u64 {
+    let mut m = [0u8; WORD];
+    m[a..b].fill(0xff);
+    u64::from_ne_bytes(m)
+}
+
+/// Atomic access by units (module doc). Callers have checked bounds and hold an access.
+impl RegionMemory {
+    /// The offsets `lo..hi` of the region's aligned words that lie wholly inside it (`lo` is
+    /// the first offset whose address is a multiple of [`WORD`]); below `lo` and from `hi` on,
+    /// bytes are accessed one by one. `lo == hi` when no word fits.
+    fn word_span(&self) -> (usize, usize) {
+        let a = self.ptr.as_ptr() as usize;
+        let lo = a.next_multiple_of(WORD) - a;
+        let hi = (a + self.len) / WORD * WORD - a;
+        if lo < hi {
+            (lo, hi)
+        } else {
+            (self.len, self.len)
+        }
+    }
+
+    /// The byte at `off` as an atomic.
+    fn byte_at(&self, off: usize) -> &AtomicU8 {
+        debug_assert!(off < self.len);
+        // SAFETY: callers pass an in-bounds offset (bounds checked by the public entry point);
+        // the byte is valid for reads and writes while `self` lives and is not revoked (type
+        // invariant; callers hold an access), and is only ever accessed atomically from Rust.
+        unsafe { AtomicU8::from_ptr(self.ptr.as_ptr().add(off)) }
+    }
+
+    /// The word at `off` (`word_span`'s `lo` plus a multiple of [`WORD`], below its `hi`).
+    fn word_at(&self, off: usize) -> &AtomicU64 {
+        debug_assert!(off + WORD <= self.len);
+        // SAFETY: as `byte_at`; `off` is inside the word span, so the address is 8-aligned and
+        // all 8 bytes are inside the region.
+        unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(off).cast()) }
+    }
+
+    /// Loads `dst.len()` bytes at `offset` with relaxed atomic loads.
+    fn load(&self, offset: usize, dst: &mut [u8]) {
+        self.load_units(offset, dst, Ordering::Relaxed);
+    }
+
+    /// Loads `dst.len()` bytes at `offset`, each unit with `order`.
+    fn load_units(&self, offset: usize, dst: &mut [u8], order: Ordering) {
+        let end = offset + dst.len();
+        let (lo, hi) = self.word_span();
+        let mut i = offset;
+        while i < end.min(lo) {
+            dst[i - offset] = self.byte_at(i).load(order);
+            i += 1;
+        }
+        let wend = end.min(hi);
+        if i < wend {
+            let r = (i - lo) % WORD;
+            if r != 0 {
+                // The tail of a word (and maybe not even that: `wend` may cut it).
+                let w = i - r;
+                let b = (wend - w).min(WORD);
+                let v = self.word_at(w).load(order).to_ne_bytes();
+                dst[i - offset..][..b - r].copy_from_slice(&v[r..b]);
+                i = w + b;
+            }
+            let n = wend.saturating_sub(i) / WORD;
+            let out = &mut dst[i - offset..][..n * WORD];
+            // SAFETY: `i` is a word offset inside the span (`r` handled above) and `n` words
+            // from it end at or before `wend`, inside the span; `out` holds `n` words.
+            unsafe { self.load_words(i, out.as_mut_ptr(), n, order) };
+            i += n * WORD;
+            if i < wend {
+                let v = self.word_at(i).load(order).to_ne_bytes();
+                dst[i - offset..][..wend - i].copy_from_slice(&v[..wend - i]);
+                i = wend;
+            }
+        }
+        while i < end {
+            dst[i - offset] = self.byte_at(i).load(order);
+            i += 1;
+        }
+    }
+
+    /// Loads `n` whole words from offset `at` into `out` (the hot loop of large copies:
+    /// plain pointer steps, so that it stays fast in unoptimised builds too).
+    ///
+    /// # Safety
+    /// `at` is `lo` of the word span plus a multiple of [`WORD`], `at + n * WORD <= hi`, and
+    /// `out` is valid for writes of `n * WORD` bytes and not region memory.
+    #[inline(always)]
+    unsafe fn load_words(&self, at: usize, out: *mut u8, n: usize, order: Ordering) {
+        // SAFETY: the caller's contract: every word is aligned, inside the region (valid while
+        // the caller holds an access), and only ever accessed atomically from Rust; `out` is
+        // writable for all the words.
+        unsafe {
+            let words = self.ptr.as_ptr().add(at).cast::<AtomicU64>();
+            for k in 0..n {
+                let v = (*words.add(k)).load(order);
+                out.add(k * WORD).cast::<u64>().write_unaligned(v);
+            }
+        }
+    }
+
+    /// Stores `n` whole words from `src` at offset `at` (the hot loop of large copies).
+    ///
+    /// # Safety
+    /// As [`load_words`](Self::load_words), with `src` valid for reads of `n * WORD` bytes.
+    #[inline(always)]
+    unsafe fn store_words(&self, at: usize, src: *const u8, n: usize, order: Ordering) {
+        // SAFETY: as in `load_words`, `src` readable for all the words.
+        unsafe {
+            let words = self.ptr.as_ptr().add(at).cast::<AtomicU64>();
+            for k in 0..n {
+                let v = src.add(k * WORD).cast::<u64>().read_unaligned();
+                (*words.add(k)).store(v, order);
+            }
+        }
+    }
+
+    /// Stores `src` at `offset`, every unit relaxed but the one holding the last byte, which
+    /// is stored last and with Release.
+    fn store_release_last(&self, offset: usize, src: &[u8]) {
+        if src.is_empty() {
+            return;
+        }
+        let last = offset + src.len() - 1;
+        let (lo, hi) = self.word_span();
+        let unit = if (lo..hi).contains(&last) {
+            last - (last - lo) % WORD
+        } else {
+            last
+        };
+        let split = unit.max(offset) - offset;
+        self.store_units(offset, &src[..split], Ordering::Relaxed);
+        self.store_units(offset + split, &src[split..], Ordering::Release);
+    }
+
+    /// Stores `src` at `offset`, each unit with `order`; part of a word with a compare-exchange
+    /// that leaves its other bytes as they are.
+    fn store_units(&self, offset: usize, src: &[u8], order: Ordering) {
+        let end = offset + src.len();
+        let (lo, hi) = self.word_span();
+        let mut i = offset;
+        while i < end.min(lo) {
+            self.byte_at(i).store(src[i - offset], order);
+            i += 1;
+        }
+        let wend = end.min(hi);
+        if i < wend {
+            let r = (i - lo) % WORD;
+            if r != 0 {
+                let w = i - r;
+                let b = (wend - w).min(WORD);
+                self.store_part(w, r, b, &src[i - offset..][..b - r], order);
+                i = w + b;
+            }
+            let n = wend.saturating_sub(i) / WORD;
+            let from = &src[i - offset..][..n * WORD];
+            // SAFETY: as in `load_units`: `n` whole words of the span from `i`; `from` holds
+            // `n` words.
+            unsafe { self.store_words(i, from.as_ptr(), n, order) };
+            i += n * WORD;
+            if i < wend {
+                self.store_part(i, 0, wend - i, &src[i - offset..][..wend - i], order);
+                i = wend;
+            }
+        }
+        while i < end {
+            self.byte_at(i).store(src[i - offset], order);
+            i += 1;
+        }
+    }
+
+    /// Stores `bytes` as bytes `a..b` of the word at `w`, atomically with respect to the
+    /// word's other bytes (which another thread may be storing meanwhile).
+    fn store_part(&self, w: usize, a: usize, b: usize, bytes: &[u8], order: Ordering) {
+        let mask = word_mask(a, b);
+        let mut v = [0u8; WORD];
+        v[a..b].copy_from_slice(bytes);
+        let v = u64::from_ne_bytes(v) & mask;
+        let _ = self
+            .word_at(w)
+            .fetch_update(order, Ordering::Relaxed, |cur| Some((cur & !mask) | v));
     }
 }
 
@@ -451,6 +667,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "sockets: recvmsg is a foreign function")]
     fn recv_scatter_fills_pieces_in_order_and_refuses_out_of_bounds() {
         use std::io::Write;
         use std::os::fd::AsFd;
@@ -498,6 +715,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "sockets: sendmsg is a foreign function")]
     fn a_revoked_region_refuses_every_access_and_touches_nothing() {
         use std::os::fd::AsFd;
         let r = RegionMemory::allocate(64).unwrap();
@@ -566,6 +784,143 @@ mod tests {
         drop(access);
         t.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
+    }
+
+    /// Miri runs these tests too (`scripts/sanitizers.sh`), much more slowly: smaller sizes.
+    const N: usize = if cfg!(miri) { 19 } else { 29 };
+
+    /// `len` bytes at `skew` into `backing`, as a region of their own (as a caller's
+    /// registration of part of its memory is).
+    fn part_of(backing: &RegionMemory, skew: usize, len: usize) -> RegionMemory {
+        assert!(skew + len <= backing.len());
+        // SAFETY: the bytes lie inside `backing`, which every test keeps alive (and never
+        // revokes) for as long as it uses the part.
+        unsafe {
+            RegionMemory::from_raw(NonNull::new(backing.ptr.as_ptr().add(skew)).unwrap(), len)
+        }
+    }
+
+    fn bytes_of(r: &RegionMemory) -> Vec<u8> {
+        let mut v = vec![0u8; r.len()];
+        assert!(r.copy_out(0, &mut v));
+        v
+    }
+
+    #[test]
+    fn atomic_copies_move_exactly_their_bytes_at_every_alignment() {
+        for skew in 0..WORD {
+            let backing = RegionMemory::allocate(N + 2 * WORD).unwrap();
+            let r = part_of(&backing, skew, N);
+            for offset in 0..=N {
+                for len in 0..=N - offset {
+                    let before: Vec<u8> = (0..backing.len()).map(|i| 0x80 | i as u8).collect();
+                    assert!(backing.copy_in(0, &before));
+                    let src: Vec<u8> = (0..len).map(|i| i as u8 + 1).collect();
+                    assert!(r.copy_in(offset, &src));
+                    let mut want = before.clone();
+                    want[skew + offset..][..len].copy_from_slice(&src);
+                    assert_eq!(bytes_of(&backing), want, "skew {skew} at {offset}+{len}");
+                    let mut out = vec![0u8; len];
+                    assert!(r.copy_out(offset, &mut out));
+                    assert_eq!(out, src);
+                    if len > 0 {
+                        assert_eq!(r.load_acquire(offset + len - 1), Some(len as u8));
+                    }
+                    assert!(r.fill(offset, len, 0x11));
+                    want[skew + offset..][..len].fill(0x11);
+                    assert_eq!(
+                        bytes_of(&backing),
+                        want,
+                        "fill: skew {skew} at {offset}+{len}"
+                    );
+                }
+            }
+            assert_eq!(r.load_acquire(N), None, "past the end");
+        }
+    }
+
+    #[test]
+    fn copies_between_regions_match_memmove_at_every_alignment() {
+        let backing = RegionMemory::allocate(2 * N + 3 * WORD).unwrap();
+        // Two registrations over one allocation: the copy may overlap either way.
+        let a = part_of(&backing, 3, N + WORD);
+        let b = part_of(&backing, 6, N + WORD);
+        let step = if cfg!(miri) { 3 } else { 1 };
+        for from in (0..N).step_by(step) {
+            for to in (0..N).step_by(step) {
+                for len in (0..N - from.max(to)).step_by(step) {
+                    let init: Vec<u8> = (0..backing.len()).map(|i| i as u8).collect();
+                    assert!(backing.copy_in(0, &init));
+                    let mut want = init.clone();
+                    want.copy_within(3 + from..3 + from + len, 6 + to);
+                    assert!(a.copy_to(from, &b, to, len));
+                    assert_eq!(bytes_of(&backing), want, "{from} -> {to}, {len} bytes");
+                }
+            }
+        }
+        let big = RegionMemory::allocate(3 * COPY_CHUNK + 5).unwrap();
+        let src: Vec<u8> = (0..big.len()).map(|i| (i * 7) as u8).collect();
+        assert!(big.copy_in(0, &src));
+        let dst = RegionMemory::allocate(3 * COPY_CHUNK + 9).unwrap();
+        assert!(big.copy_to(0, &dst, 3, big.len()));
+        assert_eq!(&bytes_of(&dst)[3..3 + src.len()], &src[..], "chunked copy");
+    }
+
+    #[test]
+    fn placements_into_neighbouring_bytes_of_one_word_keep_each_other() {
+        use std::sync::{Arc, Barrier};
+        // Two writers walk the same words, one storing bytes 0..3 of each, the other bytes
+        // 3..8: each update of part of a word must leave the other bytes as the other writer
+        // stored them (a plain read-modify-write of the word would undo the other's store).
+        let (words, rounds) = if cfg!(miri) { (8, 2) } else { (4096, 100) };
+        let r = Arc::new(RegionMemory::allocate(words * WORD).unwrap());
+        for k in 1..=rounds as u8 {
+            let go = Arc::new(Barrier::new(2));
+            let writer = |from: usize, len: usize| {
+                let (r, go) = (r.clone(), go.clone());
+                std::thread::spawn(move || {
+                    go.wait();
+                    for w in 0..words {
+                        assert!(r.copy_in(w * WORD + from, &vec![k; len]));
+                    }
+                })
+            };
+            let (t1, t2) = (writer(0, 3), writer(3, 5));
+            t1.join().unwrap();
+            t2.join().unwrap();
+            let lost = bytes_of(&r).iter().filter(|&&b| b != k).count();
+            assert_eq!(lost, 0, "round {k}: bytes lost to the other writer");
+        }
+    }
+
+    #[test]
+    fn a_consumer_that_sees_the_last_byte_with_acquire_sees_the_whole_copy() {
+        use std::sync::atomic::AtomicU32;
+        use std::sync::Arc;
+        let rounds: u8 = if cfg!(miri) { 8 } else { 200 };
+        let backing = Arc::new(RegionMemory::allocate(128).unwrap());
+        let acked = Arc::new(AtomicU32::new(0));
+        let writer = {
+            let (backing, acked) = (backing.clone(), acked.clone());
+            std::thread::spawn(move || {
+                let r = part_of(&backing, 5, 100);
+                for k in 1..=rounds {
+                    while acked.load(Ordering::Acquire) != u32::from(k) - 1 {
+                        std::thread::yield_now();
+                    }
+                    assert!(r.copy_in(0, &[k; 100]));
+                }
+            })
+        };
+        let r = part_of(&backing, 5, 100);
+        for k in 1..=rounds {
+            while r.load_acquire(99) != Some(k) {
+                std::thread::yield_now();
+            }
+            assert_eq!(bytes_of(&r), vec![k; 100], "round {k}");
+            acked.store(u32::from(k), Ordering::Release);
+        }
+        writer.join().unwrap();
     }
 
     #[test]

@@ -382,6 +382,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "261,120 registrations take too long under Miri")]
     fn a_freed_stag_matches_no_new_region_for_255_times_reuse_after_registrations() {
         // Register and free one region over and over (as a program that registers a buffer
         // per message does): the first STag must not be issued again, or a peer that kept it
