@@ -1,7 +1,8 @@
 //! Local Memory Regions (`DAT_LMR`): memory registered with the IA.
 //!
-//! An LMR is either allocated by the library ([`Lmr`] via `Pz::lmr_allocate`, page aligned,
-//! zeroed, freed with the LMR) or lent by the caller (`Pz::lmr_register`, `unsafe`, the caller
+//! An LMR is allocated by the library ([`Lmr`] via `Pz::lmr_allocate`, page aligned, zeroed,
+//! freed with the LMR), an owned buffer given to it (`Pz::register`, handed back by
+//! `Lmr::deregister`), or lent by the caller (`Pz::lmr_register`, `unsafe`, the caller
 //! promises to keep it valid). Memory that a peer may write is never exposed as a Rust slice:
 //! use [`Lmr::write`] / [`Lmr::read`] to copy in and out.
 
@@ -134,6 +135,21 @@ impl Pz {
                 self.object(),
                 format!("cannot allocate {len} bytes"),
             );
+        };
+        self.lmr_insert(OP, region, privs)
+    }
+
+    /// Registers an owned buffer (a `Vec<u8>`, or a `Box<[u8]>`) in this PZ with `privs`:
+    /// the safe way to register memory of the caller's choosing. The LMR owns the buffer until
+    /// [`Lmr::deregister`] hands it back (after which the provider never touches it again); a
+    /// buffer never handed back is freed with the LMR (its free, or the IA's close, and the
+    /// last handle). An empty buffer is `DAT_LENGTH_ERROR`; on an error the buffer is dropped.
+    pub fn register(&self, buf: impl Into<Vec<u8>>, privs: MemPriv) -> Result<Lmr> {
+        const OP: &str = "lmr_create";
+        let buf = buf.into();
+        self.lmr_checks(OP, buf.len())?;
+        let Some(region) = RegionMemory::from_vec(buf) else {
+            unreachable!("lmr_checks refuses an empty buffer")
         };
         self.lmr_insert(OP, region, privs)
     }
@@ -361,6 +377,42 @@ impl Lmr {
         }
         self.0.release();
         Ok(())
+    }
+}
+
+impl Lmr {
+    /// Deregisters an LMR made by [`Pz::register`] and hands its buffer back, with what the
+    /// provider and peers wrote into it. As [`free`](Self::free) (refused while an RMR is
+    /// bound), and it returns only once nothing in the process can touch the buffer again.
+    /// After an IA close (which freed the LMR) it still hands the buffer back, once.
+    /// `DAT_INVALID_PARAMETER` for an LMR made otherwise (it stays registered: use `free`).
+    pub fn deregister(&self) -> Result<Vec<u8>> {
+        const OP: &str = "lmr_deregister";
+        if !self.0.region.holds_vec() {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg1,
+                OP,
+                self.object(),
+                "the LMR does not hold an owned buffer (only Pz::register makes one): use free",
+            );
+        }
+        if let Err(e) = self.free() {
+            // Freed already (the IA's close, another handle's free): the buffer is still here.
+            if !self.0.freed.load(Ordering::Acquire) {
+                return Err(e);
+            }
+        }
+        match self.0.region.take_vec() {
+            Some(buf) => Ok(buf),
+            None => err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleLmr,
+                OP,
+                self.object(),
+                "the buffer was handed back already",
+            ),
+        }
     }
 }
 

@@ -36,22 +36,35 @@
 
 use std::alloc::{self, Layout};
 use std::io;
+use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 /// Page size used for library-allocated regions.
 pub const PAGE_SIZE: usize = 4096;
 
-/// A block of memory registered with the library: either allocated by it (page aligned, zeroed,
-/// freed on drop) or lent by the caller (never freed here).
+/// A block of memory registered with the library: allocated by it (page aligned, zeroed,
+/// freed on drop), an owned buffer given to it (handed back once revoked, or freed on drop), or
+/// lent by the caller (never freed here).
 pub struct RegionMemory {
     ptr: NonNull<u8>,
     len: usize,
-    owned: Option<Layout>,
+    owner: Owner,
     /// [`REVOKED`] once revoked; below it, the number of accesses in flight.
     state: AtomicU64,
+}
+
+/// Who frees a region's memory.
+enum Owner {
+    /// Allocated by [`RegionMemory::allocate`] with this layout; freed on drop.
+    Alloc(Layout),
+    /// The buffer of a `Vec<u8>` of this capacity ([`RegionMemory::from_vec`]): handed back
+    /// by [`RegionMemory::take_vec`] once revoked (`taken`), else freed on drop.
+    Vec { cap: usize, taken: AtomicBool },
+    /// Lent by the caller ([`RegionMemory::from_raw`]); never freed here.
+    Lent,
 }
 
 /// The bit of [`RegionMemory::state`] that marks a revoked region.
@@ -113,9 +126,49 @@ impl RegionMemory {
         NonNull::new(p).map(|ptr| RegionMemory {
             ptr,
             len,
-            owned: Some(layout),
+            owner: Owner::Alloc(layout),
             state: AtomicU64::new(0),
         })
+    }
+
+    /// Takes an owned buffer as a region (None if it is empty). The buffer comes back with
+    /// [`take_vec`](Self::take_vec) once the region is revoked, or is freed with the region.
+    pub fn from_vec(v: Vec<u8>) -> Option<Self> {
+        if v.is_empty() {
+            return None;
+        }
+        let mut v = ManuallyDrop::new(v);
+        Some(RegionMemory {
+            ptr: NonNull::new(v.as_mut_ptr())?,
+            len: v.len(),
+            owner: Owner::Vec {
+                cap: v.capacity(),
+                taken: AtomicBool::new(false),
+            },
+            state: AtomicU64::new(0),
+        })
+    }
+
+    /// True for a region made by [`from_vec`](Self::from_vec).
+    pub fn holds_vec(&self) -> bool {
+        matches!(self.owner, Owner::Vec { .. })
+    }
+
+    /// Revokes a [`from_vec`](Self::from_vec) region ([`revoke`](Self::revoke): waits for the
+    /// accesses in flight) and hands its buffer back, once; None for other regions or when
+    /// the buffer was handed back already.
+    pub fn take_vec(&self) -> Option<Vec<u8>> {
+        let Owner::Vec { cap, taken } = &self.owner else {
+            return None;
+        };
+        self.revoke();
+        if taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // SAFETY: ptr, len and cap are those of the `Vec<u8>` `from_vec` forgot; `taken` makes
+        // this the one place that rebuilds it (drop then leaves it alone); `revoke` returned,
+        // so no access reads or writes the buffer again (module doc).
+        Some(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.len, *cap) })
     }
 
     /// Wraps memory the caller owns.
@@ -129,7 +182,7 @@ impl RegionMemory {
         RegionMemory {
             ptr,
             len,
-            owned: None,
+            owner: Owner::Lent,
             state: AtomicU64::new(0),
         }
     }
@@ -627,9 +680,15 @@ pub fn recv_scatter(fd: BorrowedFd<'_>, pieces: &[RecvPiece<'_>]) -> io::Result<
 
 impl Drop for RegionMemory {
     fn drop(&mut self) {
-        if let Some(layout) = self.owned {
+        match &self.owner {
             // SAFETY: ptr was returned by `alloc_zeroed(layout)` and is freed exactly once.
-            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+            Owner::Alloc(layout) => unsafe { alloc::dealloc(self.ptr.as_ptr(), *layout) },
+            Owner::Vec { cap, taken } if !taken.load(Ordering::Acquire) => {
+                // SAFETY: the parts of the `Vec` `from_vec` forgot, never rebuilt by
+                // `take_vec` (`taken` is false), and nothing accesses a region being dropped.
+                drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.len, *cap) });
+            }
+            Owner::Vec { .. } | Owner::Lent => {}
         }
     }
 }
@@ -921,6 +980,27 @@ mod tests {
             acked.store(u32::from(k), Ordering::Release);
         }
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_vec_region_hands_its_buffer_back_once_and_only_after_revoking() {
+        let r = RegionMemory::from_vec(vec![3u8; 40]).unwrap();
+        assert!(r.holds_vec());
+        assert!(r.copy_in(8, &[9; 8]));
+        let v = r.take_vec().expect("the buffer");
+        assert!(r.is_revoked(), "handed back only revoked");
+        assert!(!r.copy_in(0, &[1]), "and nothing writes it after");
+        assert!(r.take_vec().is_none(), "once");
+        drop(r); // must leave the buffer handed back alone (Miri sees a double free)
+        assert_eq!(&v[..8], &[3; 8]);
+        assert_eq!(&v[8..16], &[9; 8]);
+        // A buffer never handed back is freed with the region (Miri sees a leak otherwise).
+        drop(RegionMemory::from_vec(vec![1u8; 10]).unwrap());
+        assert!(RegionMemory::from_vec(Vec::new()).is_none());
+        let a = RegionMemory::allocate(8).unwrap();
+        assert!(!a.holds_vec());
+        assert!(a.take_vec().is_none());
+        assert!(!a.is_revoked(), "not a vec region: left alone");
     }
 
     #[test]
