@@ -40,6 +40,13 @@ echo "== DAT programs (scripts/dat-programs.sh)"
 dat_rc=0
 ./scripts/dat-programs.sh | tee -a "$log" || dat_rc=$?
 [ "$dat_rc" = 0 ] || echo "FAIL dat-programs (exit $dat_rc)" | tee -a "$log"
+# Miri over the registered-memory unit tests, ThreadSanitizer over the threaded and polling
+# tests, AddressSanitizer over the revocation tests (nightly toolchain, installed by rustup;
+# docs/architecture.md, "Memory safety"). One PASS/FAIL line per check, counted below.
+echo "== sanitizers (scripts/sanitizers.sh)"
+san_rc=0
+./scripts/sanitizers.sh | tee -a "$log" || san_rc=$?
+[ "$san_rc" = 0 ] || echo "FAIL sanitizers (exit $san_rc)" | tee -a "$log"
 # Interop with the Linux kernel's siw (QEMU guest from ../shared/siw-vm): the codec probe and
 # the dapl-rs rping, both directions, CRC off and on. One PASS/FAIL line per check, counted below.
 echo "== siw interop (scripts/siw-interop.sh)"
