@@ -118,6 +118,8 @@ pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
                 // The provider's own IA handle, not libdat2's index: the reference provider
                 // (dapl_evd_util.c) posts its IA pointer here too.
                 AsyncSubject::Ia => evd.ia_handle().as_ptr(),
+                // A subject added to dapl later: the IA stands for it.
+                _ => evd.ia_handle().as_ptr(),
             };
             out.event_data.asynch_error_event_data = DAT_ASYNCH_ERROR_EVENT_DATA {
                 dat_handle,
@@ -129,6 +131,8 @@ pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
                 pointer: v as usize as DAT_PVOID,
             };
         }
+        // An event kind added to dapl later: its number, no data.
+        _ => {}
     }
     out
 }

@@ -4,6 +4,7 @@
 /// `DAT_RETURN_TYPE`: the type part (bits 16..30) of a `DAT_RETURN`, values from `dat_error.h`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
+#[non_exhaustive]
 pub enum ErrorType {
     /// `DAT_SUCCESS`
     Success = 0x0000_0000,
@@ -117,6 +118,7 @@ impl ErrorType {
 /// `DAT_RETURN_SUBTYPE`: the low 16 bits of a `DAT_RETURN`, values from `dat_error.h`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
+#[non_exhaustive]
 pub enum Subtype {
     /// `DAT_NO_SUBTYPE`
     NoSubtype = 0,

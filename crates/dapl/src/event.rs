@@ -115,6 +115,7 @@ pub struct ConnectionEvent {
 
 /// Kinds of asynchronous errors and notices (`DAT_ASYNC_ERROR_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AsyncKind {
     /// An EVD was full and lost an event (`DAT_ASYNC_ERROR_EVD_OVERFLOW`).
     EvdOverflow,
@@ -129,6 +130,7 @@ pub enum AsyncKind {
 
 /// The object an asynchronous event is about.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum AsyncSubject {
     /// An Event Dispatcher.
     Evd(crate::evd::Evd),
@@ -165,6 +167,7 @@ impl AsyncKind {
 
 /// One event (`DAT_EVENT`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Event {
     /// A DTO completed.
     Dto(DtoCompletion),

@@ -16,6 +16,7 @@ use crate::types::{ConnQual, EpState, EvdFlags};
 
 /// `DAT_PSP_FLAGS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PspFlags {
     /// `DAT_PSP_CONSUMER_FLAG`: the consumer supplies the endpoint at accept.
     Consumer = 0,

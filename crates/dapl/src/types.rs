@@ -66,6 +66,7 @@ bitflags! {
 
 /// `DAT_CLOSE_FLAGS` for IA close and EP disconnect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CloseFlags {
     /// `DAT_CLOSE_ABRUPT_FLAG`: tear down now, flushing what is outstanding.
     Abrupt = 0,
@@ -75,6 +76,7 @@ pub enum CloseFlags {
 
 /// `DAT_EP_STATE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EpState {
     /// Quiescent; may connect or be accepted.
     Unconnected = 0,
@@ -98,6 +100,7 @@ pub enum EpState {
 
 /// `DAT_DTO_COMPLETION_STATUS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DtoStatus {
     /// `DAT_DTO_SUCCESS`
     Success = 0,
@@ -129,6 +132,7 @@ pub enum DtoStatus {
 /// `DAT_DTOS`: which operation a completion is for. The last two are the IB extension's
 /// `DAT_IB_DTOS` (`dat_ib_extensions.h`), numbered from `DAT_DTO_EXTENSION_BASE` (8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DtoOp {
     /// `DAT_DTO_SEND`
     Send = 0,
@@ -213,6 +217,7 @@ pub type IaAddress = std::net::SocketAddr;
 
 /// Kinds of connection events (`DAT_CONNECTION_EVENT_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConnectionEventKind {
     /// The connection is up; data may move.
     Established,
