@@ -30,8 +30,12 @@ fn main() -> Result<()> {
         evd(EvdFlags::CONNECTION)?,
     );
     let cr_evd = evd(EvdFlags::CR)?;
-    let a = ia.ep_create(&pz, Some(&a_recv), Some(&a_req), Some(&a_conn), None)?;
-    let b = ia.ep_create(&pz, Some(&b_recv), Some(&b_req), Some(&b_conn), None)?;
+    let a = (ia.endpoint(&pz).recv_evd(&a_recv).request_evd(&a_req))
+        .connect_evd(&a_conn)
+        .build()?;
+    let b = (ia.endpoint(&pz).recv_evd(&b_recv).request_evd(&b_req))
+        .connect_evd(&b_conn)
+        .build()?;
     let a_mem = pz.lmr_allocate(64 * 1024, MemPriv::ALL)?;
     let b_mem = pz.lmr_allocate(64 * 1024, MemPriv::ALL)?;
     println!(

@@ -176,7 +176,11 @@ impl Side {
             .evd_create(4, None, EvdFlags::CONNECTION)
             .map_err(dat("evd_create"))?;
         let ep = ia
-            .ep_create(&pz, Some(&recv_evd), Some(&req_evd), Some(&conn_evd), None)
+            .endpoint(&pz)
+            .recv_evd(&recv_evd)
+            .request_evd(&req_evd)
+            .connect_evd(&conn_evd)
+            .build()
             .map_err(dat("ep_create"))?;
         Ok(Side {
             ia,

@@ -113,7 +113,9 @@ fn side(ia_name: &str) -> Res<Side> {
     let recv = ia.evd_create(32, None, EvdFlags::DTO)?;
     let req = ia.evd_create(32, None, EvdFlags::DTO)?;
     let conn = ia.evd_create(8, None, EvdFlags::CONNECTION)?;
-    let ep = ia.ep_create(&pz, Some(&recv), Some(&req), Some(&conn), None)?;
+    let ep = (ia.endpoint(&pz).recv_evd(&recv).request_evd(&req))
+        .connect_evd(&conn)
+        .build()?;
     Ok(Side {
         ia,
         pz,

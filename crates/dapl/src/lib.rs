@@ -70,7 +70,7 @@ pub mod types;
 
 pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};
 pub use engine::port::LinkCaps;
-pub use ep::{Endpoint, EpAttr, EpParam};
+pub use ep::{Endpoint, EndpointBuilder, EpAttr, EpParam};
 pub use error::{DatError, ErrorType, Object, Result, Subtype};
 pub use evd::{Cno, Evd, EvdParam};
 pub use event::{

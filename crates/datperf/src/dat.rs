@@ -307,7 +307,11 @@ fn side(
         ..EpAttr::default()
     };
     let ep = ia
-        .ep_create(pz, Some(&dto), Some(&dto), Some(&cevd), Some(&attr))
+        .endpoint(pz)
+        .dto_evd(&dto)
+        .connect_evd(&cevd)
+        .attr(attr)
+        .build()
         .ctx("creating the endpoint")?;
     Ok((ep, dto, cevd, lmr))
 }

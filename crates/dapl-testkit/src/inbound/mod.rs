@@ -464,24 +464,16 @@ impl<'h> Run<'h> {
             )
             .expect("srq")
         });
-        let ep = match &srq {
-            Some(s) => ia.ep_create_with_srq(
-                &h.pz,
-                Some(&recv_evd),
-                Some(&req_evd),
-                Some(&conn_evd),
-                s,
-                Some(&attr),
-            ),
-            None => ia.ep_create(
-                &h.pz,
-                Some(&recv_evd),
-                Some(&req_evd),
-                Some(&conn_evd),
-                Some(&attr),
-            ),
+        let mut ep = ia
+            .endpoint(&h.pz)
+            .recv_evd(&recv_evd)
+            .request_evd(&req_evd)
+            .connect_evd(&conn_evd)
+            .attr(attr.clone());
+        if let Some(s) = &srq {
+            ep = ep.srq(s);
         }
-        .expect("ep");
+        let ep = ep.build().expect("ep");
         let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM.cloexec(), None).expect("socketpair");
         a.set_nonblocking(true).expect("nonblocking");
         b.set_nonblocking(true).expect("nonblocking");

@@ -41,9 +41,15 @@ impl Side {
             .evd_create(qlen, None, EvdFlags::DTO | EvdFlags::RMR_BIND)
             .unwrap();
         let conn_evd = ia.evd_create(16, None, EvdFlags::CONNECTION).unwrap();
-        let ep = ia
-            .ep_create(&pz, Some(&recv_evd), Some(&req_evd), Some(&conn_evd), attr)
-            .unwrap();
+        let mut ep = ia
+            .endpoint(&pz)
+            .recv_evd(&recv_evd)
+            .request_evd(&req_evd)
+            .connect_evd(&conn_evd);
+        if let Some(a) = attr {
+            ep = ep.attr(a.clone());
+        }
+        let ep = ep.build().unwrap();
         Side {
             ia,
             async_evd,

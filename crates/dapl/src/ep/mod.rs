@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+mod builder;
 mod post;
+
+pub use builder::EndpointBuilder;
 
 use crate::engine::qp::{
     Completion, CompletionQueue, ModifyError, PostError, Qp, QpEvent, QpUpcalls,
