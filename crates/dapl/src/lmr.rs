@@ -6,6 +6,7 @@
 //! promises to keep it valid). Memory that a peer may write is never exposed as a Rust slice:
 //! use [`Lmr::write`] / [`Lmr::read`] to copy in and out.
 
+use std::ops::{Bound, RangeBounds};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -243,6 +244,51 @@ impl Lmr {
     /// The remote buffer description of `len` bytes at `offset` for a peer (whole-LMR key).
     pub fn rmr_triplet(&self, offset: u64, len: u64) -> RmrTriplet {
         RmrTriplet::new(self.0.context, self.address().wrapping_add(offset), len)
+    }
+
+    /// The local buffer of `range` (bytes of this LMR) for a DTO's I/O vector, checked:
+    /// `DAT_INVALID_PARAMETER` unless the range lies inside the LMR. (`triplet` is unchecked:
+    /// a DTO naming bytes outside the LMR fails when posted.)
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<LmrTriplet> {
+        let (at, len) = self.range("lmr_slice", range)?;
+        Ok(self.triplet(at, len))
+    }
+
+    /// The remote buffer of `range` (bytes of this LMR) to give a peer, checked as
+    /// [`slice`](Self::slice). [`RmrTriplet::to_wire`] is its form for the wire.
+    pub fn remote(&self, range: impl RangeBounds<usize>) -> Result<RmrTriplet> {
+        let (at, len) = self.range("lmr_remote", range)?;
+        Ok(self.rmr_triplet(at, len))
+    }
+
+    /// `range` as an offset and a length inside the LMR.
+    fn range(&self, op: &'static str, range: impl RangeBounds<usize>) -> Result<(u64, u64)> {
+        self.check(op)?;
+        let start = match range.start_bound() {
+            Bound::Included(&s) => Some(s),
+            Bound::Excluded(&s) => s.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.checked_add(1),
+            Bound::Excluded(&e) => Some(e),
+            Bound::Unbounded => Some(self.len()),
+        };
+        match (start, end) {
+            (Some(s), Some(e)) if s <= e && e <= self.len() => Ok((s as u64, (e - s) as u64)),
+            _ => err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg2,
+                op,
+                self.object(),
+                format!(
+                    "{:?}..{:?} is not a range inside {} bytes",
+                    range.start_bound(),
+                    range.end_bound(),
+                    self.len()
+                ),
+            ),
+        }
     }
 
     /// Copies `data` into the LMR at `offset` (atomic stores, the last byte's last and with

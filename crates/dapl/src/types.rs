@@ -210,6 +210,33 @@ impl RmrTriplet {
             segment_length: len,
         }
     }
+
+    /// Bytes of the wire form ([`to_wire`](Self::to_wire)).
+    pub const WIRE_LEN: usize = 20;
+
+    /// The wire form to give a peer (in private data or a message): the RMR context (4
+    /// bytes), the virtual address (8), the length (8), each big-endian (network order), as
+    /// the STag, tagged offset and length travel in iWARP headers.
+    pub fn to_wire(&self) -> [u8; Self::WIRE_LEN] {
+        let mut b = [0u8; Self::WIRE_LEN];
+        b[..4].copy_from_slice(&self.rmr_context.to_be_bytes());
+        b[4..12].copy_from_slice(&self.virtual_address.to_be_bytes());
+        b[12..].copy_from_slice(&self.segment_length.to_be_bytes());
+        b
+    }
+
+    /// Reads the wire form from the first [`WIRE_LEN`](Self::WIRE_LEN) bytes of `b`; None
+    /// if `b` is shorter.
+    pub fn from_wire(b: &[u8]) -> Option<Self> {
+        let b: &[u8; Self::WIRE_LEN] = b.get(..Self::WIRE_LEN)?.try_into().ok()?;
+        let (ctx, rest) = b.split_at(4);
+        let (va, len) = rest.split_at(8);
+        Some(RmrTriplet {
+            rmr_context: u32::from_be_bytes(ctx.try_into().ok()?),
+            virtual_address: u64::from_be_bytes(va.try_into().ok()?),
+            segment_length: u64::from_be_bytes(len.try_into().ok()?),
+        })
+    }
 }
 
 /// `DAT_IA_ADDRESS_PTR` in Rust: IPv4/IPv6 socket address of an IA or a peer.
