@@ -307,14 +307,23 @@ impl RegionMemory {
             self.addr() as usize + offset,
             dst.addr() as usize + dst_offset,
         );
+        let mut buf = [0u8; COPY_CHUNK];
         if to > from && to < from + len {
-            // Copying forward would overwrite source bytes before reading them.
-            let mut all = vec![0u8; len];
-            self.load(offset, &mut all);
-            dst.store_release_last(dst_offset, &all);
+            // Copying forward would overwrite source bytes before reading them: chunks from the
+            // end (each chunk's source lies below everything written before it), the very last
+            // byte held back and stored last.
+            let mut last = [0u8; 1];
+            self.load(offset + len - 1, &mut last);
+            let mut end = len - 1;
+            while end > 0 {
+                let k = end.min(COPY_CHUNK);
+                self.load(offset + end - k, &mut buf[..k]);
+                dst.store_units(dst_offset + end - k, &buf[..k], Ordering::Relaxed);
+                end -= k;
+            }
+            dst.store_release_last(dst_offset + len - 1, &last);
             return true;
         }
-        let mut buf = [0u8; COPY_CHUNK];
         let mut done = 0;
         while done < len {
             let k = (len - done).min(COPY_CHUNK);
@@ -923,6 +932,19 @@ mod tests {
         let dst = RegionMemory::allocate(3 * COPY_CHUNK + 9).unwrap();
         assert!(big.copy_to(0, &dst, 3, big.len()));
         assert_eq!(&bytes_of(&dst)[3..3 + src.len()], &src[..], "chunked copy");
+        // Overlapping, over several chunks, both ways.
+        for (from, to) in [(0, 5), (5, 0), (1, COPY_CHUNK + 3)] {
+            assert!(big.copy_in(0, &src));
+            let len = big.len() - from.max(to);
+            let mut want = src.clone();
+            want.copy_within(from..from + len, to);
+            assert!(big.copy_to(from, &big, to, len));
+            assert_eq!(
+                bytes_of(&big),
+                want,
+                "overlapping chunked copy {from} -> {to}"
+            );
+        }
     }
 
     #[test]
