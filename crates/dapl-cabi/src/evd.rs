@@ -125,7 +125,9 @@ pub(crate) unsafe extern "C" fn evd_wait(
             return Err(bad_arg(4));
         }
         let threshold = from_count(3, threshold)?;
-        let (ev, more) = e.wait(timeout(time_out), threshold).dat()?;
+        let Some((ev, more)) = e.wait(timeout(time_out), threshold).dat()? else {
+            return Err(crate::err(DAT_TIMEOUT_EXPIRED, 0));
+        };
         nmore.put_opt(to_count(more));
         event.put(4, to_c(h, ev))
     })
@@ -245,7 +247,9 @@ pub(crate) unsafe extern "C" fn cno_wait(
         if evd.is_null() {
             return Err(bad_arg(3));
         }
-        let e = c.wait(timeout(time_out)).dat()?;
+        let Some(e) = c.wait(timeout(time_out)).dat()? else {
+            return Err(crate::err(DAT_TIMEOUT_EXPIRED, 0));
+        };
         let eh = handle::ptr_or_null(Handle::by_id(e.id()));
         evd.put(3, eh)
     })

@@ -10,7 +10,7 @@ use dapl::*;
 
 const T: Option<Duration> = Some(Duration::from_secs(5));
 
-fn main() -> Result<()> {
+fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let (ia, _async_evd) = InterfaceAdapter::open("loopback", 16)?;
     let attr = ia.query()?;
     println!(
@@ -49,21 +49,21 @@ fn main() -> Result<()> {
     // Connect a -> b through a Public Service Point.
     let psp = ia.psp_create(4791, &cr_evd, PspFlags::Consumer)?;
     a.connect(attr.ia_address, 4791, T, b"hi from a")?;
-    let (ev, _) = cr_evd.wait(T, 1)?;
+    let (ev, _) = cr_evd.wait(T, 1)?.ok_or("no event in time")?;
     let cr = ev.as_cr_arrival().expect("connection request").cr.clone();
     println!(
         "b got a connection request with private data {:?}",
         String::from_utf8_lossy(cr.private_data())
     );
     cr.accept(Some(&b), b"welcome")?;
-    let (ev, _) = a_conn.wait(T, 1)?;
+    let (ev, _) = a_conn.wait(T, 1)?.ok_or("no event in time")?;
     println!(
         "a: {:?} with private data {:?}",
         ev.as_connection().map(|c| c.kind),
         ev.as_connection()
             .map(|c| String::from_utf8_lossy(&c.private_data).into_owned())
     );
-    b_conn.wait(T, 1)?;
+    b_conn.wait(T, 1)?.ok_or("no event in time")?;
 
     // Send / receive, scattered over two segments.
     b.post_recv(
@@ -73,7 +73,7 @@ fn main() -> Result<()> {
     )?;
     a_mem.write(0, b"a message over loopback")?;
     a.post_send(&[a_mem.triplet(0, 23)], 2, CompletionFlags::empty())?;
-    let (ev, _) = b_recv.wait(T, 1)?;
+    let (ev, _) = b_recv.wait(T, 1)?.ok_or("no event in time")?;
     let d = ev.as_dto().expect("dto").clone();
     println!(
         "recv  cookie {} status {:?} {} bytes: {:?} + {:?}",
@@ -83,7 +83,7 @@ fn main() -> Result<()> {
         String::from_utf8_lossy(&b_mem.to_vec(0, 8)?),
         String::from_utf8_lossy(&b_mem.to_vec(100, 15)?)
     );
-    a_req.wait(T, 1)?;
+    a_req.wait(T, 1)?.ok_or("no event in time")?;
 
     // RDMA write a -> b, then RDMA read it back from b into a.
     let data: Vec<u8> = (0..32 * 1024).map(|i| (i % 251) as u8).collect();
@@ -94,7 +94,7 @@ fn main() -> Result<()> {
         &b_mem.rmr_triplet(4096, data.len() as u64),
         CompletionFlags::empty(),
     )?;
-    let (ev, _) = a_req.wait(T, 1)?;
+    let (ev, _) = a_req.wait(T, 1)?.ok_or("no event in time")?;
     let w = ev.as_dto().expect("dto").clone();
     println!(
         "write cookie {} status {:?} {} bytes; b's copy matches: {}",
@@ -109,7 +109,7 @@ fn main() -> Result<()> {
         &b_mem.rmr_triplet(4096, data.len() as u64),
         CompletionFlags::empty(),
     )?;
-    let (ev, _) = a_req.wait(T, 1)?;
+    let (ev, _) = a_req.wait(T, 1)?.ok_or("no event in time")?;
     let r = ev.as_dto().expect("dto").clone();
     println!(
         "read  cookie {} status {:?} {} bytes; a's copy matches: {}",
@@ -120,9 +120,9 @@ fn main() -> Result<()> {
     );
 
     a.disconnect(CloseFlags::Graceful)?;
-    let (ev, _) = a_conn.wait(T, 1)?;
+    let (ev, _) = a_conn.wait(T, 1)?.ok_or("no event in time")?;
     println!("a: {:?}", ev.as_connection().map(|c| c.kind));
-    let (ev, _) = b_conn.wait(T, 1)?;
+    let (ev, _) = b_conn.wait(T, 1)?.ok_or("no event in time")?;
     println!("b: {:?}", ev.as_connection().map(|c| c.kind));
     psp.free()?;
     // Graceful close is refused while objects live; abrupt close tears everything down.

@@ -251,7 +251,8 @@ impl Side {
     fn dto(&self, evd: &Evd, what: &str) -> Res<DtoCompletion> {
         let (ev, _) = evd
             .wait(Some(self.timeout), 1)
-            .map_err(|e| format!("waiting for {what}: {e}"))?;
+            .map_err(|e| format!("waiting for {what}: {e}"))?
+            .ok_or_else(|| format!("waiting for {what}: nothing in time"))?;
         ev.as_dto()
             .cloned()
             .ok_or_else(|| format!("waiting for {what}: not a DTO event: {ev:?}"))
@@ -261,7 +262,8 @@ impl Side {
         let (ev, _) = self
             .conn_evd
             .wait(Some(self.timeout), 1)
-            .map_err(dat("waiting for a connection event"))?;
+            .map_err(dat("waiting for a connection event"))?
+            .ok_or("waiting for a connection event: nothing in time")?;
         ev.as_connection()
             .cloned()
             .ok_or_else(|| format!("not a connection event: {ev:?}"))
@@ -347,7 +349,8 @@ fn run_server(o: &Opts, port: u16) -> Res<String> {
     println!("LISTENING 127.0.0.1:{port}");
     let (ev, _) = cr_evd
         .wait(Some(o.timeout * 4), 1)
-        .map_err(dat("waiting for a connection request"))?;
+        .map_err(dat("waiting for a connection request"))?
+        .ok_or("waiting for a connection request: nothing in time")?;
     let cr = ev
         .as_cr_arrival()
         .ok_or_else(|| format!("not a CR: {ev:?}"))?

@@ -128,7 +128,7 @@ fn side(ia_name: &str) -> Res<Side> {
 
 /// The next DTO completion on `evd`; it must be `cookie`, successful, `len` bytes.
 fn dto(evd: &Evd, who: &str, cookie: Cookie, len: usize) -> Res<()> {
-    let (ev, _) = evd.wait(T, 1)?;
+    let (ev, _) = evd.wait(T, 1)?.ok_or("no event in time")?;
     let d = ev
         .as_dto()
         .ok_or_else(|| format!("{who}: expected a DTO completion, got {ev:?}"))?;
@@ -147,7 +147,7 @@ fn dto(evd: &Evd, who: &str, cookie: Cookie, len: usize) -> Res<()> {
 fn dtos_any_order(evd: &Evd, who: &str, want: &[(Cookie, usize)]) -> Res<()> {
     let mut left = want.to_vec();
     while !left.is_empty() {
-        let (ev, _) = evd.wait(T, 1)?;
+        let (ev, _) = evd.wait(T, 1)?.ok_or("no event in time")?;
         let d = ev
             .as_dto()
             .ok_or_else(|| format!("{who}: expected a DTO completion, got {ev:?}"))?;
@@ -168,7 +168,7 @@ fn dtos_any_order(evd: &Evd, who: &str, want: &[(Cookie, usize)]) -> Res<()> {
 }
 
 fn conn_event(evd: &Evd, who: &str, kind: ConnectionEventKind) -> Res<ConnectionEvent> {
-    let (ev, _) = evd.wait(T, 1)?;
+    let (ev, _) = evd.wait(T, 1)?.ok_or("no event in time")?;
     let c = ev
         .as_connection()
         .ok_or_else(|| format!("{who}: expected a connection event, got {ev:?}"))?
@@ -259,7 +259,7 @@ fn run(crc: bool, port: u16) -> Res<(Tally, Tally)> {
     let req_pd = pd_with_window(&c_window.rmr_triplet(0, C_WINDOW as u64), REQ_TEXT);
     let server_addr: IaAddress = "127.0.0.1:0".parse()?;
     c.ep.connect(server_addr, qual, T, &req_pd)?;
-    let (ev, _) = cr_evd.wait(T, 1)?;
+    let (ev, _) = cr_evd.wait(T, 1)?.ok_or("no event in time")?;
     let cr = ev
         .as_cr_arrival()
         .ok_or("server: expected a connection request")?

@@ -248,8 +248,13 @@ impl Evd {
 
     /// Waits up to `timeout` (`None` = forever) until at least `threshold` events are queued
     /// and one of them is signalled, then returns the oldest event and how many remain
-    /// (`dat_evd_wait`). `DAT_TIMEOUT_EXPIRED` when the time runs out (also for a zero timeout).
-    pub fn wait(&self, timeout: Option<Duration>, threshold: usize) -> Result<(Event, usize)> {
+    /// (`dat_evd_wait`). `Ok(None)` when the time runs out (also for a zero timeout: C's
+    /// `DAT_TIMEOUT_EXPIRED`, which is not an error here).
+    pub fn wait(
+        &self,
+        timeout: Option<Duration>,
+        threshold: usize,
+    ) -> Result<Option<(Event, usize)>> {
         const OP: &str = "evd_wait";
         self.check(OP)?;
         let mut s = self.0.lock();
@@ -286,20 +291,14 @@ impl Evd {
             }
             if s.queue.len() >= threshold && s.signalled > 0 {
                 let ev = self.0.pop(&mut s).expect("queue is not empty");
-                return Ok((ev, s.queue.len()));
+                return Ok(Some((ev, s.queue.len())));
             }
             let wait_for = match deadline {
                 None => Duration::from_secs(3600),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return err(
-                            ErrorType::TimeoutExpired,
-                            Subtype::NoSubtype,
-                            OP,
-                            self.0.object(),
-                            "no event in time",
-                        );
+                        return Ok(None);
                     }
                     d - now
                 }
@@ -585,8 +584,8 @@ impl Cno {
     }
 
     /// Waits until an attached, enabled EVD receives a signalled event and returns that EVD
-    /// (`dat_cno_wait`). `DAT_TIMEOUT_EXPIRED` if none did in time.
-    pub fn wait(&self, timeout: Option<Duration>) -> Result<Evd> {
+    /// (`dat_cno_wait`). `Ok(None)` if none did in time (C's `DAT_TIMEOUT_EXPIRED`).
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Option<Evd>> {
         const OP: &str = "cno_wait";
         let obj = Object::new("cno", self.0.id);
         if self.0.freed.load(Ordering::Acquire) {
@@ -603,7 +602,7 @@ impl Cno {
         let mut first_sleep = true;
         loop {
             if let Some(evd) = t.pop_front() {
-                return Ok(evd);
+                return Ok(Some(evd));
             }
             if std::mem::take(&mut first_sleep) {
                 // The thread sleeps: if it polled, the link's own thread takes over now
@@ -620,13 +619,7 @@ impl Cno {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return err(
-                            ErrorType::TimeoutExpired,
-                            Subtype::NoSubtype,
-                            OP,
-                            obj,
-                            "no EVD triggered in time",
-                        );
+                        return Ok(None);
                     }
                     d - now
                 }

@@ -244,7 +244,7 @@ per_link!(
             let (ep, evd, dst) = (p.b.ep.clone(), p.b.recv_evd.clone(), dst.clone());
             std::thread::spawn(move || {
                 for n in 0..COUNT {
-                    let (ev, _) = evd.wait(T, 1).expect("a receive completion");
+                    let (ev, _) = evd.wait(T, 1).unwrap().expect("a receive completion");
                     let d = ev.as_dto().unwrap().clone();
                     assert_eq!((d.status, d.cookie % 64), (DtoStatus::Success, n % 64));
                     let at = d.cookie % 64 * LEN;
@@ -276,7 +276,7 @@ per_link!(
                     assert!(p.a.recv_evd.dequeue().unwrap().is_none());
                 }
             }
-            let (ev, _) = p.a.req_evd.wait(T, 1).expect("a send completion");
+            let (ev, _) = p.a.req_evd.wait(T, 1).unwrap().expect("a send completion");
             let d = ev.as_dto().unwrap();
             assert_eq!(d.status, DtoStatus::Success);
             done = d.cookie + 1;

@@ -35,13 +35,14 @@ fn completions(evd: &Evd, n: usize) -> HashMap<u64, DtoStatus> {
 
 #[track_caller]
 fn no_more(evd: &Evd) {
-    assert!(evd.wait(Some(Duration::from_millis(100)), 1).is_err());
+    let r = evd.wait(Some(Duration::from_millis(100)), 1);
+    assert!(matches!(r, Ok(None)), "expected nothing more: {r:?}");
 }
 
 /// The connection event that ends `s`'s connection: exactly one.
 #[track_caller]
 fn ended_once(s: &Side) -> ConnectionEventKind {
-    let (ev, _) = s.conn_evd.wait(T, 1).unwrap();
+    let (ev, _) = s.conn_evd.wait(T, 1).unwrap().expect("an event in time");
     let kind = ev.as_connection().expect("a connection event").kind;
     no_more(&s.conn_evd);
     kind
@@ -177,7 +178,7 @@ per_link!(
         // connection can be ended and every receive completes exactly once, at most two of
         // them with data.
         p.a.ep.disconnect(CloseFlags::Abrupt).unwrap();
-        let (ev, _) = p.b.conn_evd.wait(T, 1).unwrap();
+        let (ev, _) = p.b.conn_evd.wait(T, 1).unwrap().expect("an event in time");
         assert!(ev.as_connection().is_some());
         let got = completions(&p.b.recv_evd, 3);
         let ok = got.values().filter(|s| **s == DtoStatus::Success).count();

@@ -69,7 +69,7 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
     )
     .unwrap();
     s.write_all(init.request()).unwrap();
-    let (ev, _) = cr_evd.wait(T, 1).unwrap();
+    let (ev, _) = cr_evd.wait(T, 1).unwrap().expect("an event in time");
     ev.as_cr_arrival()
         .unwrap()
         .cr
@@ -86,7 +86,7 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
     assert_eq!(acc.negotiated.crc, crc);
     let mut dec = FpduDecoder::new(crc);
     dec.feed(&acc.leftover);
-    let (ev, _) = conn.wait(T, 1).unwrap();
+    let (ev, _) = conn.wait(T, 1).unwrap().expect("an event in time");
     assert_eq!(
         ev.as_connection().unwrap().kind,
         ConnectionEventKind::Established
@@ -138,13 +138,13 @@ fn expect_terminate(s: &mut TcpStream, dec: &mut FpduDecoder) -> TerminateCause 
 }
 
 fn check_broken_and_untouched(t: Target, before: Vec<Vec<u8>>, recv_status: DtoStatus) {
-    let (ev, _) = t.conn.wait(T, 1).unwrap();
+    let (ev, _) = t.conn.wait(T, 1).unwrap().expect("an event in time");
     assert_eq!(
         ev.as_connection().unwrap().kind,
         ConnectionEventKind::Broken
     );
     assert_eq!(t.ep.state(), EpState::Disconnected);
-    let (ev, _) = t.recv.wait(T, 1).unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     let d = ev.as_dto().unwrap();
     assert_eq!((d.cookie, d.status), (1, recv_status));
     assert!(snapshot(&t) == before, "registered memory changed");
@@ -375,7 +375,7 @@ fn hostile_half_received_send_leaves_its_receive_flushed_on_local_disconnect() {
         dec.feed(&buf[..n]);
     }
     t.ep.disconnect(CloseFlags::Abrupt).unwrap();
-    let (ev, _) = t.recv.wait(T, 1).unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     let d = ev.as_dto().unwrap();
     assert_eq!((d.cookie, d.status), (1, DtoStatus::Flushed));
     t.ia.close(CloseFlags::Abrupt).unwrap();
@@ -443,7 +443,7 @@ fn large_write_arriving_in_pieces_is_placed_exactly_and_the_stream_stays_in_step
         },
     ));
     write_split(&mut s, &bytes, 16 + 500);
-    let (ev, _) = t.recv.wait(T, 1).unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     let d = ev.as_dto().unwrap();
     assert_eq!(
         (d.cookie, d.status, d.transferred_length),

@@ -29,12 +29,12 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 fn dto(evd: &Evd) -> DtoCompletion {
-    let (ev, _) = evd.wait(T, 1).expect("a DTO completion");
+    let (ev, _) = evd.wait(T, 1).unwrap().expect("a DTO completion");
     ev.as_dto().expect("a DTO event").clone()
 }
 
 fn conn_event(evd: &Evd) -> ConnectionEvent {
-    let (ev, _) = evd.wait(T, 1).expect("a connection event");
+    let (ev, _) = evd.wait(T, 1).unwrap().expect("a connection event");
     ev.as_connection().expect("a connection event").clone()
 }
 
@@ -52,7 +52,7 @@ fn server(ip: &str, qual: u64) {
     .unwrap();
     let (_psp, cr_evd, _) = listen_on(&s.ia, qual);
     println!("LISTENING");
-    let (ev, _) = cr_evd.wait(T, 1).expect("a connection request");
+    let (ev, _) = cr_evd.wait(T, 1).unwrap().expect("a connection request");
     let cr = ev.as_cr_arrival().unwrap().cr.clone();
     let t = window.rmr_triplet(0, SIZE as u64);
     let mut pd = Vec::new();

@@ -117,7 +117,7 @@ fn setup(mem: &Mapped, privs: MemPriv, ord: u32) -> (Target, TcpStream, FpduEnco
     )
     .unwrap();
     s.write_all(init.request()).unwrap();
-    let (ev, _) = cr_evd.wait(T, 1).unwrap();
+    let (ev, _) = cr_evd.wait(T, 1).unwrap().expect("an event in time");
     let cr = ev.as_cr_arrival().unwrap().cr.clone();
     cr.accept(Some(&ep), b"").unwrap();
     let mut buf = [0u8; 512];
@@ -129,7 +129,7 @@ fn setup(mem: &Mapped, privs: MemPriv, ord: u32) -> (Target, TcpStream, FpduEnco
             break;
         }
     }
-    let (ev, _) = conn.wait(T, 1).unwrap();
+    let (ev, _) = conn.wait(T, 1).unwrap().expect("an event in time");
     assert_eq!(
         ev.as_connection().unwrap().kind,
         ConnectionEventKind::Established
@@ -183,7 +183,7 @@ fn tagged_payloads(stream: &[u8]) -> (Vec<u8>, bool) {
 }
 
 fn expect_broken(t: &Target) {
-    let (ev, _) = t.conn.wait(T, 1).unwrap();
+    let (ev, _) = t.conn.wait(T, 1).unwrap().expect("an event in time");
     assert_eq!(
         ev.as_connection().unwrap().kind,
         ConnectionEventKind::Broken

@@ -380,10 +380,8 @@ impl Conn {
             let start = Instant::now();
             loop {
                 match self.dto.wait(Some(Duration::from_secs(1)), 1) {
-                    Ok((ev, _)) => return dto_of(ev, what),
-                    Err(e) if e.kind() == ErrorType::TimeoutExpired => {
-                        self.check_alive(start, what)?
-                    }
+                    Ok(Some((ev, _))) => return dto_of(ev, what),
+                    Ok(None) => self.check_alive(start, what)?,
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -404,13 +402,13 @@ impl Conn {
         let deadline = Instant::now() + END_TIMEOUT;
         loop {
             match self.cevd.wait(Some(Duration::from_secs(1)), 1) {
-                Ok((ev, _)) => match ev.as_connection().map(|c| c.kind) {
+                Ok(Some((ev, _))) => match ev.as_connection().map(|c| c.kind) {
                     Some(ConnectionEventKind::Disconnected | ConnectionEventKind::Broken) => {
                         return Ok(())
                     }
                     other => bail!("unexpected connection event {other:?}"),
                 },
-                Err(e) if e.kind() == ErrorType::TimeoutExpired => {
+                Ok(None) => {
                     if Instant::now() > deadline {
                         bail!(
                             "the connection did not end within {} s",
@@ -557,12 +555,14 @@ impl Client {
             &encode_request(&spec, me),
         )
         .ctx(format!("connecting to {ip} qualifier {qual}"))?;
-        let (ev, _) = c
+        let what = format!("waiting for the connection to {ip} qualifier {qual}");
+        let Some((ev, _)) = c
             .cevd
             .wait(Some(CONNECT_TIMEOUT + Duration::from_secs(1)), 1)
-            .ctx(format!(
-                "waiting for the connection to {ip} qualifier {qual}"
-            ))?;
+            .ctx(what.clone())?
+        else {
+            bail!("{what}: no connection event in time");
+        };
         let Some(ce) = ev.as_connection() else {
             bail!("unexpected event {:#x} on the connect EVD", ev.number());
         };
@@ -788,8 +788,8 @@ impl Server {
     pub fn serve(&self, stop: &AtomicBool, verbose: bool) -> Result<()> {
         while !stop.load(Ordering::Acquire) {
             let ev = match self.cr_evd.wait(Some(Duration::from_millis(100)), 1) {
-                Ok((ev, _)) => ev,
-                Err(e) if e.kind() == ErrorType::TimeoutExpired => continue,
+                Ok(Some((ev, _))) => ev,
+                Ok(None) => continue,
                 Err(e) => return Err(e.into()),
             };
             let Some(arrival) = ev.as_cr_arrival() else {
@@ -878,10 +878,13 @@ fn serve_conn(c: &Conn, cr: &ConnectionRequest) -> Result<()> {
         data_len: c.data_len,
     };
     cr.accept(Some(&c.ep), &encode_reply(me)).ctx("accepting")?;
-    let (ev, _) = c
+    let Some((ev, _)) = c
         .cevd
         .wait(Some(CONNECT_TIMEOUT), 1)
-        .ctx("waiting for the connection")?;
+        .ctx("waiting for the connection")?
+    else {
+        bail!("waiting for the connection: no connection event in time");
+    };
     match ev.as_connection().map(|e| e.kind) {
         Some(ConnectionEventKind::Established) => {}
         k => bail!("the connection did not come up: {k:?}"),

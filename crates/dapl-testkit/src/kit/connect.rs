@@ -55,14 +55,14 @@ pub fn listen(ia: &InterfaceAdapter) -> (ServicePoint, Evd, ConnQual, IaAddress)
 /// Waits (up to [`T`]) for a CR arrival on `evd`.
 #[track_caller]
 pub fn expect_cr(evd: &Evd) -> CrArrival {
-    let (ev, _) = evd.wait(T, 1).expect("a CR arrival");
+    let (ev, _) = evd.wait(T, 1).unwrap().expect("a CR arrival");
     ev.as_cr_arrival().expect("a CR arrival").clone()
 }
 
 /// Waits (up to [`T`]) for the next connection event on `evd` and checks its kind.
 #[track_caller]
 pub fn expect_conn(evd: &Evd, kind: ConnectionEventKind) -> ConnectionEvent {
-    let (ev, _) = evd.wait(T, 1).expect("connection event");
+    let (ev, _) = evd.wait(T, 1).unwrap().expect("connection event");
     let c = ev.as_connection().expect("a connection event").clone();
     assert_eq!(c.kind, kind, "connection event");
     c

@@ -88,7 +88,7 @@ impl Side {
     /// Waits for the next DTO completion on `evd`.
     #[track_caller]
     pub fn dto(evd: &Evd) -> DtoCompletion {
-        let (ev, _) = evd.wait(T, 1).expect("DTO completion");
+        let (ev, _) = evd.wait(T, 1).unwrap().expect("DTO completion");
         ev.as_dto().expect("a DTO event").clone()
     }
 
