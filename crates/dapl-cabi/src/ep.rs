@@ -278,7 +278,7 @@ pub(crate) unsafe extern "C" fn ep_connect(
         let (_, e) = handle::ep(ep)?;
         let to = remote(&addr)?;
         let pd = pdata(6, &private_data, pdata_size)?;
-        e.ep.connect(to, qual, timeout(time_out), pd).dat()
+        e.ep.connect(to.ip(), qual, timeout(time_out), pd).dat()
     })
 }
 
@@ -300,7 +300,7 @@ pub(crate) unsafe extern "C" fn ep_dup_connect(
             return Err(err(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED));
         };
         let pd = pdata(5, &private_data, pdata_size)?;
-        e.ep.connect(to, qual, timeout(time_out), pd).dat()
+        e.ep.connect(to.ip(), qual, timeout(time_out), pd).dat()
     })
 }
 

@@ -48,7 +48,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 
     // Connect a -> b through a Public Service Point.
     let psp = ia.psp_create(4791, &cr_evd, PspFlags::Consumer)?;
-    a.connect(attr.ia_address, 4791, T, b"hi from a")?;
+    a.connect(attr.ia_address.ip(), 4791, T, b"hi from a")?;
     let (ev, _) = cr_evd.wait(T, 1)?.ok_or("no event in time")?;
     let cr = ev.as_cr_arrival().expect("connection request").cr.clone();
     println!(

@@ -281,7 +281,7 @@ fn run_client(o: &Opts, target: SocketAddr) -> Res<String> {
             .map_err(dat("lmr_allocate"))?;
     s.post_recv()?;
     let addr = SocketAddr::new(target.ip(), 0);
-    s.ep.connect(addr, u64::from(target.port()), Some(o.timeout), b"")
+    s.ep.connect(addr.ip(), u64::from(target.port()), Some(o.timeout), b"")
         .map_err(dat("ep_connect"))?;
     let ev = s.conn_event()?;
     if ev.kind != ConnectionEventKind::Established {

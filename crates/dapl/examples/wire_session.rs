@@ -258,7 +258,7 @@ fn run(crc: bool, port: u16) -> Res<(Tally, Tally)> {
     let psp = s.ia.psp_create(qual, &cr_evd, PspFlags::Consumer)?;
     let req_pd = pd_with_window(&c_window.rmr_triplet(0, C_WINDOW as u64), REQ_TEXT);
     let server_addr: IaAddress = "127.0.0.1:0".parse()?;
-    c.ep.connect(server_addr, qual, T, &req_pd)?;
+    c.ep.connect(server_addr.ip(), qual, T, &req_pd)?;
     let (ev, _) = cr_evd.wait(T, 1)?.ok_or("no event in time")?;
     let cr = ev
         .as_cr_arrival()

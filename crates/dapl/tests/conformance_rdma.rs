@@ -481,7 +481,7 @@ per_link!(rdma_read_in_pending_states_is_invalid_state, |link| {
     // completes inside cr_accept; it is covered by the same state check.)
     // ACTIVE_CONNECTION_PENDING: connect to a PSP that never answers.
     let (_psp, cr_evd, q, addr) = b.listen();
-    a.ep.connect(addr, q, None, b"").unwrap();
+    a.ep.connect(addr.ip(), q, None, b"").unwrap();
     assert_eq!(a.ep.state(), EpState::ActiveConnectionPending);
     expect_err(read(&a.ep, &la), ErrorType::InvalidState);
     let cr = expect_cr(&cr_evd).cr;
@@ -495,7 +495,7 @@ per_link!(rdma_read_in_pending_states_is_invalid_state, |link| {
     assert_eq!(c.ep.state(), EpState::Reserved);
     expect_err(read(&c.ep, &lc), ErrorType::InvalidState);
     let d = Side::new(link, None);
-    d.ep.connect(c.ia.query().unwrap().ia_address, rq, None, b"")
+    d.ep.connect(c.ia.query().unwrap().ia_address.ip(), rq, None, b"")
         .unwrap();
     let _cr2 = expect_cr(&rsp_evd);
     assert_eq!(c.ep.state(), EpState::TentativeConnectionPending);
@@ -1253,7 +1253,7 @@ per_link!(psp_create_any_returns_usable_qualifier, |link| {
     let (psp2, q2) = b.ia.psp_create_any(&cr_evd, PspFlags::Consumer).unwrap();
     assert_ne!(q, q2);
     psp2.free().unwrap();
-    a.ep.connect(b.ia.query().unwrap().ia_address, q, T, b"any")
+    a.ep.connect(b.ia.query().unwrap().ia_address.ip(), q, T, b"any")
         .unwrap();
     let arr = expect_cr(&cr_evd);
     assert_eq!(arr.conn_qual, q);
@@ -1296,7 +1296,7 @@ per_link!(connect_without_listener_is_non_peer_rejected, |link| {
     a.ep.post_recv(&[la.triplet(0, 64)], 1, CompletionFlags::empty())
         .unwrap();
     let addr = a.ia.query().unwrap().ia_address;
-    a.ep.connect(addr, qual(), T, b"anyone?").unwrap();
+    a.ep.connect(addr.ip(), qual(), T, b"anyone?").unwrap();
     a.expect_conn(ConnectionEventKind::NonPeerRejected);
     assert_eq!(a.ep.state(), EpState::Disconnected);
     // A receive posted before the attempt is flushed.
@@ -1314,7 +1314,7 @@ fn tcp_connect_refused_then_listener_appears_is_established() {
     let b = Side::new("tcp", None);
     let q = qual();
     let addr = b.ia.query().unwrap().ia_address;
-    a.ep.connect(addr, q, T, b"early").unwrap();
+    a.ep.connect(addr.ip(), q, T, b"early").unwrap();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(a.ep.state(), EpState::ActiveConnectionPending);
     let cr_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
@@ -1334,7 +1334,7 @@ per_link!(
         let a = Side::new(link, None);
         let b = Side::new(link, None);
         let (_psp, cr_evd, q, addr) = b.listen();
-        a.ep.connect(addr, q, T, b"please").unwrap();
+        a.ep.connect(addr.ip(), q, T, b"please").unwrap();
         let arr = expect_cr(&cr_evd);
         assert_eq!(arr.cr.private_data(), b"please");
         let pd: Vec<u8> = (0..252u32).map(|i| (i * 7) as u8).collect();
@@ -1358,7 +1358,7 @@ per_link!(connect_timeout_is_timed_out, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
     let (_psp, cr_evd, q, addr) = b.listen();
-    a.ep.connect(addr, q, Some(Duration::from_millis(50)), b"")
+    a.ep.connect(addr.ip(), q, Some(Duration::from_millis(50)), b"")
         .unwrap();
     let arr = expect_cr(&cr_evd);
     a.expect_conn(ConnectionEventKind::TimedOut);
@@ -1379,7 +1379,7 @@ per_link!(connect_timeout_does_not_fire_after_established, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
     let (_psp, cr_evd, q, addr) = b.listen();
-    a.ep.connect(addr, q, Some(Duration::from_millis(150)), b"")
+    a.ep.connect(addr.ip(), q, Some(Duration::from_millis(150)), b"")
         .unwrap();
     expect_cr(&cr_evd).cr.accept(Some(&b.ep), b"").unwrap();
     a.expect_conn(ConnectionEventKind::Established);
@@ -1389,7 +1389,7 @@ per_link!(connect_timeout_does_not_fire_after_established, |link| {
     b.expect_conn(ConnectionEventKind::Disconnected);
     a.ep.reset().unwrap();
     b.ep.reset().unwrap();
-    a.ep.connect(addr, q, None, b"").unwrap();
+    a.ep.connect(addr.ip(), q, None, b"").unwrap();
     expect_cr(&cr_evd).cr.accept(Some(&b.ep), b"").unwrap();
     a.expect_conn(ConnectionEventKind::Established);
     b.expect_conn(ConnectionEventKind::Established);
@@ -1408,11 +1408,14 @@ per_link!(private_data_over_252_bytes_is_invalid_parameter, |link| {
     assert_eq!(a.ia.query().unwrap().max_private_data_size, 252);
     let (_psp, cr_evd, q, addr) = b.listen();
     let big = vec![1u8; 253];
-    expect_err(a.ep.connect(addr, q, T, &big), ErrorType::InvalidParameter);
+    expect_err(
+        a.ep.connect(addr.ip(), q, T, &big),
+        ErrorType::InvalidParameter,
+    );
     assert_eq!(a.ep.state(), EpState::Unconnected);
     no_event(&cr_evd, "a refused connect sends nothing");
     let max: Vec<u8> = (0..252u32).map(|i| i as u8).collect();
-    a.ep.connect(addr, q, T, &max).unwrap();
+    a.ep.connect(addr.ip(), q, T, &max).unwrap();
     let arr = expect_cr(&cr_evd);
     assert_eq!(arr.cr.private_data(), &max[..]);
     expect_err(
@@ -1433,9 +1436,15 @@ per_link!(connect_on_connected_ep_is_invalid_state, |link| {
     let p = Pair::new(link);
     let addr = p.b.ia.query().unwrap().ia_address;
     let q = p.psp.conn_qual();
-    let e = expect_err(p.a.ep.connect(addr, q, T, b""), ErrorType::InvalidState);
+    let e = expect_err(
+        p.a.ep.connect(addr.ip(), q, T, b""),
+        ErrorType::InvalidState,
+    );
     assert_eq!(e.subtype(), Subtype::InvalidStateEpConnected);
-    expect_err(p.b.ep.connect(addr, q, T, b""), ErrorType::InvalidState);
+    expect_err(
+        p.b.ep.connect(addr.ip(), q, T, b""),
+        ErrorType::InvalidState,
+    );
     no_event(&p.cr_evd, "no request sent");
     assert_eq!(p.a.ep.state(), EpState::Connected);
     p.close();
@@ -1500,7 +1509,7 @@ per_link!(
         let a = Side::new(link, None);
         let b = Side::new(link, None);
         let (_psp, cr_evd, q, addr) = b.listen();
-        a.ep.connect(addr, q, None, b"").unwrap();
+        a.ep.connect(addr.ip(), q, None, b"").unwrap();
         let arr = expect_cr(&cr_evd);
         assert_eq!(a.ep.state(), EpState::ActiveConnectionPending);
         a.ep.disconnect(CloseFlags::Abrupt).unwrap();
@@ -1531,7 +1540,12 @@ per_link!(
         b.expect_conn(ConnectionEventKind::Disconnected);
         // Not yet reset: connect is refused.
         expect_err(
-            a.ep.connect(b.ia.query().unwrap().ia_address, psp.conn_qual(), T, b""),
+            a.ep.connect(
+                b.ia.query().unwrap().ia_address.ip(),
+                psp.conn_qual(),
+                T,
+                b"",
+            ),
             ErrorType::InvalidState,
         );
         a.ep.reset().unwrap();
@@ -1540,7 +1554,7 @@ per_link!(
         assert_eq!(b.ep.state(), EpState::Unconnected);
         // Reconnect the same EPs through the same PSP and move data.
         a.ep.connect(
-            b.ia.query().unwrap().ia_address,
+            b.ia.query().unwrap().ia_address.ip(),
             psp.conn_qual(),
             T,
             b"again",
@@ -1601,7 +1615,7 @@ per_link!(ep_reset_on_connected_is_invalid_state, |link| {
     // And in a pending state.
     let c = Side::new(link, None);
     let (_psp, _cr_evd, q, addr) = p.b.listen();
-    c.ep.connect(addr, q, None, b"").unwrap();
+    c.ep.connect(addr.ip(), q, None, b"").unwrap();
     expect_err(c.ep.reset(), ErrorType::InvalidState);
     c.close();
     p.close();
@@ -1620,10 +1634,10 @@ per_link!(rsp_reserves_ep_and_accept_none_uses_it, |link| {
     assert_eq!(sp.ep.as_ref(), Some(&b.ep));
     // A reserved EP cannot connect on its own.
     expect_err(
-        b.ep.connect(a.ia.query().unwrap().ia_address, qual(), T, b""),
+        b.ep.connect(a.ia.query().unwrap().ia_address.ip(), qual(), T, b""),
         ErrorType::InvalidState,
     );
-    a.ep.connect(b.ia.query().unwrap().ia_address, q, T, b"to the rsp")
+    a.ep.connect(b.ia.query().unwrap().ia_address.ip(), q, T, b"to the rsp")
         .unwrap();
     let arr = expect_cr(&rsp_evd);
     assert_eq!(arr.sp, rsp);
@@ -1659,7 +1673,7 @@ per_link!(cr_query_shows_private_data, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
     let (psp, cr_evd, q, addr) = b.listen();
-    a.ep.connect(addr, q, T, b"query me").unwrap();
+    a.ep.connect(addr.ip(), q, T, b"query me").unwrap();
     let arr = expect_cr(&cr_evd);
     let cq = arr.cr.query().unwrap();
     assert_eq!(cq.remote.private_data, b"query me");
@@ -1678,7 +1692,7 @@ per_link!(accepting_cr_twice_is_invalid_handle, |link| {
     let c = Side::new(link, None);
     let d = Side::new(link, None);
     let (_psp, cr_evd, q, addr) = d.listen();
-    c.ep.connect(addr, q, T, b"").unwrap();
+    c.ep.connect(addr.ip(), q, T, b"").unwrap();
     let arr = expect_cr(&cr_evd);
     arr.cr.accept(Some(&d.ep), b"").unwrap();
     c.expect_conn(ConnectionEventKind::Established);
@@ -1755,7 +1769,7 @@ per_link!(established_carries_accept_private_data, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
     let (_psp, cr_evd, q, addr) = b.listen();
-    a.ep.connect(addr, q, T, b"hi").unwrap();
+    a.ep.connect(addr.ip(), q, T, b"hi").unwrap();
     let arr = expect_cr(&cr_evd);
     let pd = b"accepted: here is my rkey".to_vec();
     // The accept may take its private data from the CR's own buffer.
@@ -1771,7 +1785,7 @@ per_link!(established_carries_accept_private_data, |link| {
     let c = Side::new(link, None);
     let d = Side::new(link, None);
     let (_psp2, cr2, q2, addr2) = d.listen();
-    c.ep.connect(addr2, q2, T, b"").unwrap();
+    c.ep.connect(addr2.ip(), q2, T, b"").unwrap();
     expect_cr(&cr2).cr.accept(Some(&d.ep), b"").unwrap();
     assert!(c
         .expect_conn(ConnectionEventKind::Established)
@@ -1787,7 +1801,7 @@ per_link!(cr_arrival_names_psp_and_consumer_qualifier, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);
     let (psp, cr_evd, q, addr) = b.listen();
-    a.ep.connect(addr, q, T, b"").unwrap();
+    a.ep.connect(addr.ip(), q, T, b"").unwrap();
     let arr = expect_cr(&cr_evd);
     assert_eq!(arr.sp, psp);
     assert_eq!(arr.conn_qual, q);
@@ -2215,7 +2229,7 @@ per_link!(operations_on_freed_handles_are_invalid_handle, |link| {
         ),
         ErrorType::InvalidHandle,
     );
-    expect_err(ep2.connect(addr, 1, T, b""), ErrorType::InvalidHandle);
+    expect_err(ep2.connect(addr.ip(), 1, T, b""), ErrorType::InvalidHandle);
     expect_err(ep2.disconnect(CloseFlags::Abrupt), ErrorType::InvalidHandle);
     expect_err(ep2.reset(), ErrorType::InvalidHandle);
     expect_err(ep2.free(), ErrorType::InvalidHandle);
@@ -2521,7 +2535,7 @@ per_link!(ia_attributes_reflect_enforced_limits, |link| {
     let big = vec![0u8; attr.max_private_data_size + 1];
     let s = Side::new(link, None);
     expect_err(
-        s.ep.connect(attr.ia_address, p.psp.conn_qual(), T, &big),
+        s.ep.connect(attr.ia_address.ip(), p.psp.conn_qual(), T, &big),
         ErrorType::InvalidParameter,
     );
     // LMR size.
@@ -2645,7 +2659,7 @@ per_link!(
             );
             a.ep.reset().unwrap();
             b.ep.reset().unwrap();
-            a.ep.connect(addr, psp.conn_qual(), T, b"").unwrap();
+            a.ep.connect(addr.ip(), psp.conn_qual(), T, b"").unwrap();
             let arr = match cr_evd.wait(T, 1) {
                 Ok(Some((ev, _))) => ev.as_cr_arrival().unwrap().clone(),
                 r => panic!(
@@ -2678,7 +2692,7 @@ per_link!(rdma_posted_on_established_finds_peer_connected, |link| {
     let la = a.lmr(64);
     let lb = b.lmr(64);
     for i in 0..500u64 {
-        a.ep.connect(addr, q, T, b"").unwrap();
+        a.ep.connect(addr.ip(), q, T, b"").unwrap();
         let cr = expect_cr(&cr_evd).cr;
         std::thread::scope(|s| {
             s.spawn(|| {

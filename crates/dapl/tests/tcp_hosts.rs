@@ -91,7 +91,7 @@ fn client(local: &str, server_ip: &str, qual: u64) {
     out.write(0, &pattern(1, SIZE)).unwrap();
     let back = c.lmr(SIZE);
     let addr = std::net::SocketAddr::new(server_ip.parse().unwrap(), 0);
-    ep.connect(addr, qual, T, b"").unwrap();
+    ep.connect(addr.ip(), qual, T, b"").unwrap();
     let est = conn_event(conn);
     assert_eq!(est.kind, ConnectionEventKind::Established);
     let pd = est.private_data;

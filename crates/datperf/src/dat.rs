@@ -549,7 +549,7 @@ impl Client {
         };
         let (ip, qual) = (self.remote.ip(), self.qual);
         c.ep.connect(
-            self.remote,
+            self.remote.ip(),
             qual,
             Some(CONNECT_TIMEOUT),
             &encode_request(&spec, me),

@@ -92,7 +92,7 @@ pub fn connect(
     reply: &[u8],
 ) -> (ServicePoint, Evd) {
     let (psp, cr_evd, q, addr) = listen(passive_ia);
-    active.ep.connect(addr, q, T, request).unwrap();
+    active.ep.connect(addr.ip(), q, T, request).unwrap();
     let cr = expect_cr(&cr_evd).cr;
     assert_eq!(cr.private_data(), request);
     cr.accept(Some(passive.ep), reply).unwrap();

@@ -3,6 +3,7 @@
 //! pair behind each endpoint is the engine's `Qp`; the endpoint turns its upcalls into events
 //! on its EVDs.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -510,17 +511,19 @@ impl Endpoint {
         }
     }
 
-    /// Connects to the PSP/RSP `qual` at `remote` with `private_data` (`dat_ep_connect`).
+    /// Connects to the PSP/RSP `qual` at the IA address `remote` (an IP address: the
+    /// connection qualifier says where on it) with `private_data` (`dat_ep_connect`).
     /// Returns at once; ESTABLISHED, PEER_REJECTED, NON_PEER_REJECTED, TIMED_OUT or
     /// UNREACHABLE arrives on the connect EVD. `timeout` of `None` waits forever.
     pub fn connect(
         &self,
-        remote: IaAddress,
+        remote: impl Into<IpAddr>,
         qual: ConnQual,
         timeout: Option<Duration>,
         private_data: &[u8],
     ) -> Result<()> {
         const OP: &str = "ep_connect";
+        let remote: IaAddress = SocketAddr::new(remote.into(), 0);
         self.check_handle(OP)?;
         let ia = &self.0.ia;
         if private_data.len() > ia.attr.max_private_data_size {
