@@ -149,6 +149,8 @@ pub(crate) struct IaInner {
     pub(crate) closed: AtomicBool,
     objects: Mutex<Objects>,
     async_evd: Mutex<Option<Evd>>,
+    /// The user handles' share (`Pz::query` makes a handle from it while one lives).
+    owner: Mutex<std::sync::Weak<IaOwner>>,
 }
 
 impl IaInner {
@@ -199,8 +201,31 @@ impl IaInner {
 }
 
 /// An open Interface Adapter (`DAT_IA_HANDLE`). Cloning gives another handle to the same IA.
+///
+/// The IA owns everything created on it: dropping its last handle closes it abruptly, as
+/// [`close`](Self::close) with `CloseFlags::Abrupt` does (endpoints disconnected with their
+/// DTOs flushed, every object freed, memory deregistered, the link's thread stopped), so an
+/// early return with `?` leaks nothing. Handles to its objects that outlive it report
+/// `DAT_INVALID_HANDLE`.
 #[derive(Clone)]
-pub struct InterfaceAdapter(pub(crate) Arc<IaInner>);
+pub struct InterfaceAdapter(
+    pub(crate) Arc<IaInner>,
+    #[allow(dead_code)] // held for its drop
+    Arc<IaOwner>,
+);
+
+/// The share of the IA's user handles: closes the IA abruptly when the last one goes. (The
+/// IA's objects hold the `IaInner`, not this, so they do not keep it open.)
+pub(crate) struct IaOwner(std::sync::Weak<IaInner>);
+
+impl Drop for IaOwner {
+    fn drop(&mut self) {
+        if let Some(ia) = self.0.upgrade() {
+            // Already closed (the consumer's close): an error, and nothing to do.
+            let _ = ia.close(CloseFlags::Abrupt);
+        }
+    }
+}
 
 impl std::fmt::Debug for InterfaceAdapter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -321,7 +346,10 @@ impl InterfaceAdapter {
             closed: AtomicBool::new(false),
             objects: Mutex::new(Objects::default()),
             async_evd: Mutex::new(None),
+            owner: Mutex::new(std::sync::Weak::new()),
         });
+        let owner = Arc::new(IaOwner(Arc::downgrade(&inner)));
+        *inner.owner.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&owner);
         let evd = Evd(EvdInner::new(
             inner.next_id(),
             Arc::downgrade(&inner),
@@ -333,7 +361,7 @@ impl InterfaceAdapter {
         ));
         inner.objects().evds.insert(evd.0.id, evd.clone());
         *inner.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = Some(evd.clone());
-        Ok((InterfaceAdapter(inner), evd))
+        Ok((InterfaceAdapter(inner, owner), evd))
     }
 
     /// The IA's process-unique id.
@@ -458,64 +486,82 @@ impl InterfaceAdapter {
 
     /// Closes the IA (`dat_ia_close`). Graceful: refused with `DAT_INVALID_STATE` while any
     /// object created on it is alive. Abrupt: disconnects every endpoint (flushing what is
-    /// outstanding), frees every object, and closes.
+    /// outstanding), frees every object, and closes. (Dropping the last handle closes
+    /// abruptly too.)
     pub fn close(&self, flags: CloseFlags) -> Result<()> {
+        self.0.close(flags)
+    }
+}
+
+impl IaInner {
+    /// A user handle to this IA while one lives (after the last is dropped the IA is closed).
+    pub(crate) fn handle(self: &Arc<Self>) -> Option<InterfaceAdapter> {
+        let owner = self
+            .owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .upgrade()?;
+        Some(InterfaceAdapter(self.clone(), owner))
+    }
+
+    /// `InterfaceAdapter::close`.
+    pub(crate) fn close(&self, flags: CloseFlags) -> Result<()> {
         const OP: &str = "ia_close";
-        self.0.check_open(OP)?;
+        self.check_open(OP)?;
         if flags == CloseFlags::Graceful {
-            let live = self.0.objects().live_user_objects();
+            let live = self.objects().live_user_objects();
             if live > 0 {
                 return err(
                     ErrorType::InvalidState,
                     Subtype::InvalidStateIaInUse,
                     OP,
-                    self.0.object(),
+                    self.object(),
                     format!("{live} objects are still alive on this IA"),
                 );
             }
         } else {
             self.teardown();
         }
-        self.0.link.shutdown();
-        self.0.closed.store(true, Ordering::Release);
-        let evds: Vec<Evd> = self.0.objects().evds.values().cloned().collect();
+        self.link.shutdown();
+        self.closed.store(true, Ordering::Release);
+        let evds: Vec<Evd> = self.objects().evds.values().cloned().collect();
         for e in evds {
             e.0.release();
         }
-        *self.0.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = None;
         Ok(())
     }
 
     fn teardown(&self) {
         // Order: stop new connections, break existing ones, then free leaves first.
-        let sps: Vec<ServicePoint> = self.0.objects().sps.values().cloned().collect();
+        let sps: Vec<ServicePoint> = self.objects().sps.values().cloned().collect();
         for sp in sps {
             sp.release();
         }
-        let crs: Vec<ConnectionRequest> = self.0.objects().crs.values().cloned().collect();
+        let crs: Vec<ConnectionRequest> = self.objects().crs.values().cloned().collect();
         for cr in crs {
             let _ = cr.reject(&[]);
         }
-        let eps: Vec<Endpoint> = self.0.objects().eps.values().cloned().collect();
+        let eps: Vec<Endpoint> = self.objects().eps.values().cloned().collect();
         for ep in &eps {
             ep.0.qp.abort_for_close();
         }
         for ep in eps {
             ep.0.release();
         }
-        let rmrs: Vec<Rmr> = self.0.objects().rmrs.values().cloned().collect();
+        let rmrs: Vec<Rmr> = self.objects().rmrs.values().cloned().collect();
         for r in rmrs {
             r.0.release();
         }
-        let srqs: Vec<Srq> = self.0.objects().srqs.values().cloned().collect();
+        let srqs: Vec<Srq> = self.objects().srqs.values().cloned().collect();
         for s in srqs {
             s.0.release();
         }
-        let lmrs: Vec<Lmr> = self.0.objects().lmrs.values().cloned().collect();
+        let lmrs: Vec<Lmr> = self.objects().lmrs.values().cloned().collect();
         for l in lmrs {
             l.0.release();
         }
-        let mut o = self.0.objects();
+        let mut o = self.objects();
         for pz in o.pzs.values() {
             pz.0.freed.store(true, Ordering::Release);
         }

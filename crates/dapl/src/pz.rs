@@ -55,8 +55,19 @@ impl Pz {
 
     /// The IA the PZ belongs to (`dat_pz_query`).
     pub fn query(&self) -> Result<InterfaceAdapter> {
-        self.check("pz_query")?;
-        Ok(InterfaceAdapter(self.0.ia.clone()))
+        const OP: &str = "pz_query";
+        self.check(OP)?;
+        match self.0.ia.handle() {
+            Some(ia) => Ok(ia),
+            // Not reached: the IA's last handle closes it, which frees the PZ.
+            None => err(
+                ErrorType::InvalidHandle,
+                Subtype::InvalidHandleIa,
+                OP,
+                self.object(),
+                "the IA was closed",
+            ),
+        }
     }
 
     /// Frees the PZ (`dat_pz_free`); `DAT_INVALID_STATE` while an EP, SRQ, LMR or RMR uses it.
