@@ -365,6 +365,17 @@ impl RegionMemory {
 /// Bytes of the word unit of region access (module doc).
 const WORD: usize = 8;
 
+/// A step of an atomic copy (`RegionMemory::units`); offsets are into the region.
+#[derive(Debug, Clone, Copy)]
+enum Unit {
+    /// `n` edge bytes from `at`, accessed one by one.
+    Bytes { at: usize, n: usize },
+    /// Bytes `a..b` of the word at `w`.
+    Part { w: usize, a: usize, b: usize },
+    /// `n` whole words from `at`.
+    Words { at: usize, n: usize },
+}
+
 /// Bytes a region-to-region copy or a fill moves through its stack buffer at a time.
 const COPY_CHUNK: usize = 2048;
 
@@ -413,41 +424,71 @@ impl RegionMemory {
         self.load_units(offset, dst, Ordering::Relaxed);
     }
 
-    /// Loads `dst.len()` bytes at `offset`, each unit with `order`.
-    fn load_units(&self, offset: usize, dst: &mut [u8], order: Ordering) {
-        let end = offset + dst.len();
+    /// The units that cover `offset..offset + len`, in address order: the edge bytes below
+    /// the word span, part of a word, a run of whole words, part of a word, the edge bytes
+    /// above it (each only where the range has some).
+    fn units(&self, offset: usize, len: usize) -> arrayvec::ArrayVec<Unit, 5> {
+        let end = offset + len;
         let (lo, hi) = self.word_span();
+        let mut units = arrayvec::ArrayVec::new();
         let mut i = offset;
-        while i < end.min(lo) {
-            dst[i - offset] = self.byte_at(i).load(order);
-            i += 1;
+        if i < end.min(lo) {
+            units.push(Unit::Bytes {
+                at: i,
+                n: end.min(lo) - i,
+            });
+            i = end.min(lo);
         }
         let wend = end.min(hi);
         if i < wend {
             let r = (i - lo) % WORD;
             if r != 0 {
-                // The tail of a word (and maybe not even that: `wend` may cut it).
+                // The tail of a word (or less: `wend` may cut it).
                 let w = i - r;
                 let b = (wend - w).min(WORD);
-                let v = self.word_at(w).load(order).to_ne_bytes();
-                dst[i - offset..][..b - r].copy_from_slice(&v[r..b]);
+                units.push(Unit::Part { w, a: r, b });
                 i = w + b;
             }
             let n = wend.saturating_sub(i) / WORD;
-            let out = &mut dst[i - offset..][..n * WORD];
-            // SAFETY: `i` is a word offset inside the span (`r` handled above) and `n` words
-            // from it end at or before `wend`, inside the span; `out` holds `n` words.
-            unsafe { self.load_words(i, out.as_mut_ptr(), n, order) };
-            i += n * WORD;
+            if n > 0 {
+                units.push(Unit::Words { at: i, n });
+                i += n * WORD;
+            }
             if i < wend {
-                let v = self.word_at(i).load(order).to_ne_bytes();
-                dst[i - offset..][..wend - i].copy_from_slice(&v[..wend - i]);
+                units.push(Unit::Part {
+                    w: i,
+                    a: 0,
+                    b: wend - i,
+                });
                 i = wend;
             }
         }
-        while i < end {
-            dst[i - offset] = self.byte_at(i).load(order);
-            i += 1;
+        if i < end {
+            units.push(Unit::Bytes { at: i, n: end - i });
+        }
+        units
+    }
+
+    /// Loads `dst.len()` bytes at `offset`, each unit with `order`.
+    fn load_units(&self, offset: usize, dst: &mut [u8], order: Ordering) {
+        for unit in self.units(offset, dst.len()) {
+            match unit {
+                Unit::Bytes { at, n } => {
+                    for k in at..at + n {
+                        dst[k - offset] = self.byte_at(k).load(order);
+                    }
+                }
+                Unit::Part { w, a, b } => {
+                    let v = self.word_at(w).load(order).to_ne_bytes();
+                    dst[w + a - offset..][..b - a].copy_from_slice(&v[a..b]);
+                }
+                Unit::Words { at, n } => {
+                    let out = &mut dst[at - offset..][..n * WORD];
+                    // SAFETY: `units` gives `n` whole words of the span from `at`; `out`
+                    // holds `n` words.
+                    unsafe { self.load_words(at, out.as_mut_ptr(), n, order) };
+                }
+            }
         }
     }
 
@@ -508,36 +549,22 @@ impl RegionMemory {
     /// Stores `src` at `offset`, each unit with `order`; part of a word with a compare-exchange
     /// that leaves its other bytes as they are.
     fn store_units(&self, offset: usize, src: &[u8], order: Ordering) {
-        let end = offset + src.len();
-        let (lo, hi) = self.word_span();
-        let mut i = offset;
-        while i < end.min(lo) {
-            self.byte_at(i).store(src[i - offset], order);
-            i += 1;
-        }
-        let wend = end.min(hi);
-        if i < wend {
-            let r = (i - lo) % WORD;
-            if r != 0 {
-                let w = i - r;
-                let b = (wend - w).min(WORD);
-                self.store_part(w, r, b, &src[i - offset..][..b - r], order);
-                i = w + b;
+        for unit in self.units(offset, src.len()) {
+            match unit {
+                Unit::Bytes { at, n } => {
+                    for k in at..at + n {
+                        self.byte_at(k).store(src[k - offset], order);
+                    }
+                }
+                Unit::Part { w, a, b } => {
+                    self.store_part(w, a, b, &src[w + a - offset..][..b - a], order);
+                }
+                Unit::Words { at, n } => {
+                    let from = &src[at - offset..][..n * WORD];
+                    // SAFETY: as in `load_units`.
+                    unsafe { self.store_words(at, from.as_ptr(), n, order) };
+                }
             }
-            let n = wend.saturating_sub(i) / WORD;
-            let from = &src[i - offset..][..n * WORD];
-            // SAFETY: as in `load_units`: `n` whole words of the span from `i`; `from` holds
-            // `n` words.
-            unsafe { self.store_words(i, from.as_ptr(), n, order) };
-            i += n * WORD;
-            if i < wend {
-                self.store_part(i, 0, wend - i, &src[i - offset..][..wend - i], order);
-                i = wend;
-            }
-        }
-        while i < end {
-            self.byte_at(i).store(src[i - offset], order);
-            i += 1;
         }
     }
 
