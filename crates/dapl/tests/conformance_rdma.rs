@@ -20,18 +20,6 @@ const QUIET: Duration = Duration::from_millis(100);
 // ------------------------------------------------------------------------------------------------
 // Helpers
 
-/// Unwraps an error and checks its DAT type.
-#[track_caller]
-fn expect_err<T: std::fmt::Debug>(r: Result<T>, kind: ErrorType) -> DatError {
-    match r {
-        Ok(v) => panic!("expected {}, got Ok({v:?})", kind.c_name()),
-        Err(e) => {
-            assert_eq!(e.kind(), kind, "wrong error: {e}");
-            e
-        }
-    }
-}
-
 /// Nothing (signalled or not) arrives on `evd` within `QUIET`.
 #[track_caller]
 fn no_event(evd: &Evd, what: &str) {

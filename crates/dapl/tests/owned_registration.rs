@@ -4,16 +4,6 @@
 use dapl::*;
 use dapl_testkit::kit::*;
 
-fn expect_err<T: std::fmt::Debug>(r: Result<T>, kind: ErrorType) -> DatError {
-    match r {
-        Ok(v) => panic!("expected {}, got Ok({v:?})", kind.c_name()),
-        Err(e) => {
-            assert_eq!(e.kind(), kind, "wrong error: {e}");
-            e
-        }
-    }
-}
-
 per_link!(
     an_owned_buffer_serves_peer_reads_and_writes_and_comes_back_with_the_writes,
     |link| {

@@ -6,16 +6,6 @@ use std::ops::Bound;
 use dapl::*;
 use dapl_testkit::kit::*;
 
-fn expect_err<T: std::fmt::Debug>(r: Result<T>, kind: ErrorType) -> DatError {
-    match r {
-        Ok(v) => panic!("expected {}, got Ok({v:?})", kind.c_name()),
-        Err(e) => {
-            assert_eq!(e.kind(), kind, "wrong error: {e}");
-            e
-        }
-    }
-}
-
 once!(the_endpoint_builder_creates_what_ep_create_does, |link| {
     let s = Side::new(link, None);
     let dto = s.ia.evd_create(16, None, EvdFlags::DTO).unwrap();

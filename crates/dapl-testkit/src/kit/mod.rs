@@ -9,7 +9,7 @@
 //! - [`side`]: [`Side`] (an IA, PZ, EVDs and one endpoint) and [`Pair`] (two connected sides);
 //! - [`connect`](mod@connect): qualifiers, listening, connection events and [`connect()`], the
 //!   one connect/accept sequence;
-//! - [`wait`]: [`T`] and [`eventually`].
+//! - [`wait`]: [`T`], [`eventually`] and [`expect_err`].
 //!
 //! A test file takes everything with `use dapl_testkit::kit::*;` (macros included).
 
@@ -22,4 +22,4 @@ pub use crate::{for_each_link, once, per_link, per_link_with};
 pub use connect::{connect, expect_conn, expect_cr, listen, listen_on, qual, End};
 pub use links::{caps, completes_at_peer, LINKS};
 pub use side::{Pair, Side};
-pub use wait::{eventually, T};
+pub use wait::{eventually, expect_err, T};

@@ -15,3 +15,15 @@ pub fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+/// The error of `r`, which must be of `kind` (with its readable reason in the panic if not).
+#[track_caller]
+pub fn expect_err<T: std::fmt::Debug>(r: dapl::Result<T>, kind: dapl::ErrorType) -> dapl::DatError {
+    match r {
+        Ok(v) => panic!("expected {}, got Ok({v:?})", kind.c_name()),
+        Err(e) => {
+            assert_eq!(e.kind(), kind, "wrong error: {e}");
+            e
+        }
+    }
+}
