@@ -13,7 +13,7 @@ use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::evd::{Cno, Evd, EvdInner};
 use crate::event::{AsyncEvent, Event};
 use crate::link;
-use crate::lmr::Lmr;
+use crate::lmr::LmrInner;
 use crate::mem::MemTable;
 use crate::pz::{Pz, PzInner};
 use crate::rmr::Rmr;
@@ -113,7 +113,8 @@ pub(crate) struct Objects {
     pub(crate) pzs: HashMap<u64, Pz>,
     pub(crate) evds: HashMap<u64, Evd>,
     pub(crate) cnos: HashMap<u64, Cno>,
-    pub(crate) lmrs: HashMap<u64, Lmr>,
+    /// Weak: an LMR is freed when its last handle goes (`LmrInner`'s drop).
+    pub(crate) lmrs: HashMap<u64, std::sync::Weak<LmrInner>>,
     pub(crate) rmrs: HashMap<u64, Rmr>,
     pub(crate) eps: HashMap<u64, Endpoint>,
     pub(crate) srqs: HashMap<u64, Srq>,
@@ -127,7 +128,8 @@ impl Objects {
         self.pzs.len()
             + self.evds.values().filter(|e| !e.0.is_async).count()
             + self.cnos.len()
-            + self.lmrs.len()
+            // Not `upgrade`: a last handle dropped here would free the LMR under this lock.
+            + self.lmrs.values().filter(|l| l.strong_count() > 0).count()
             + self.rmrs.len()
             + self.eps.len()
             + self.srqs.len()
@@ -557,9 +559,14 @@ impl IaInner {
         for s in srqs {
             s.0.release();
         }
-        let lmrs: Vec<Lmr> = self.objects().lmrs.values().cloned().collect();
+        let lmrs: Vec<Arc<LmrInner>> = self
+            .objects()
+            .lmrs
+            .values()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
         for l in lmrs {
-            l.0.release();
+            l.release();
         }
         let mut o = self.objects();
         for pz in o.pzs.values() {

@@ -32,7 +32,9 @@ pub(crate) struct LmrInner {
     pub(crate) bind_or_free: Mutex<()>,
 }
 
-/// A Local Memory Region (`DAT_LMR_HANDLE`).
+/// A Local Memory Region (`DAT_LMR_HANDLE`). Cloning gives another handle; dropping the last
+/// one frees the LMR as [`free`](Self::free) does (an RMR bound to it holds a handle), so
+/// work that still names the memory (a posted DTO, a peer's RDMA) finds it deregistered.
 #[derive(Clone)]
 pub struct Lmr(pub(crate) Arc<LmrInner>);
 
@@ -94,7 +96,7 @@ impl Pz {
             bind_or_free: Mutex::new(()),
         }));
         self.0.users.fetch_add(1, Ordering::AcqRel);
-        ia.objects().lmrs.insert(lmr.0.id, lmr.clone());
+        ia.objects().lmrs.insert(lmr.0.id, Arc::downgrade(&lmr.0));
         Ok(lmr)
     }
 
@@ -459,6 +461,14 @@ impl Lmr {
                 "the buffer was handed back already",
             ),
         }
+    }
+}
+
+/// Dropping the last handle frees the LMR, as [`Lmr::free`] would (a bound RMR holds a handle,
+/// so an LMR with RMRs bound is not dropped). Handles inside queued events count.
+impl Drop for LmrInner {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -247,14 +247,29 @@ fn with_busy_responder<R>(p: &Pair, body: impl FnOnce() -> R) -> R {
     let noise_dst = p.a.lmr(256 * 1024);
     let stop = AtomicBool::new(false);
     let posted = AtomicU64::new(0);
-    std::thread::scope(|s| {
+    let r = std::thread::scope(|s| {
         s.spawn(|| background_writer(&p.b.ep, &noise_src, &noise_dst, &stop, &posted));
         let _stop = StopOnDrop(&stop);
         while posted.load(Ordering::Relaxed) < 4 {
             std::thread::yield_now();
         }
         body()
-    })
+    });
+    // The noise LMRs go when this returns (dropping an LMR frees it): first every write the
+    // writer posted must be placed. A Read behind them completes only after they are (its
+    // response follows them on the stream).
+    let probe = p.b.lmr(8);
+    p.b.ep
+        .post_rdma_read(
+            &[probe.triplet(0, 8)],
+            0xD0D0,
+            &noise_dst.rmr_triplet(0, 8),
+            CompletionFlags::empty(),
+        )
+        .unwrap();
+    let c = p.b.req_done();
+    assert_eq!((c.cookie, c.status), (0xD0D0, DtoStatus::Success));
+    r
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1015,7 +1030,8 @@ per_link!(rdma_reads_beyond_ord_wait_and_complete_in_order, |link| {
             .unwrap();
     }
     for i in 0..N {
-        assert_eq!(p.a.req_done().cookie, i);
+        let c = p.a.req_done();
+        assert_eq!((c.cookie, c.status), (i, DtoStatus::Success));
     }
     for i in 0..N {
         assert_eq!(

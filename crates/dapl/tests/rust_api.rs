@@ -155,3 +155,74 @@ per_link!(
         p.close();
     }
 );
+
+per_link!(
+    dropping_the_last_lmr_handle_frees_it_and_a_bound_rmr_holds_one,
+    |link| {
+        let p = Pair::new(link);
+        let sink = p.a.lmr(64);
+        let read = |remote: RmrTriplet, cookie| {
+            p.a.ep
+                .post_rdma_read(
+                    &[sink.slice(..8).unwrap()],
+                    cookie,
+                    &remote,
+                    CompletionFlags::empty(),
+                )
+                .unwrap();
+            p.a.req_done().status
+        };
+        // Dropped: its STag is gone at once.
+        let gone = p.b.lmr(64).remote(..8).unwrap();
+        assert_eq!(read(gone, 1), DtoStatus::RemoteAccess);
+        p.close();
+
+        // An RMR bound to an LMR holds it: dropping the consumer's handle leaves it registered
+        // until the RMR is freed.
+        let p = Pair::new(link);
+        let sink = p.a.lmr(64);
+        let lmr = p.b.lmr(64);
+        lmr.fill(0, 64, 0x77).unwrap();
+        let rmr = p.b.pz.rmr_create().unwrap();
+        let ctx = rmr
+            .bind(
+                &lmr,
+                lmr.slice(..64).unwrap(),
+                MemPriv::REMOTE_READ,
+                &p.b.ep,
+                9,
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+        let (bound, _) = p.b.req_evd.wait(T, 1).unwrap().expect("the bind completes");
+        assert!(matches!(bound, Event::RmrBind(_)), "{bound:?}");
+        let whole = lmr.remote(..8).unwrap();
+        let via_rmr = RmrTriplet::new(ctx, whole.virtual_address, 8);
+        drop(lmr);
+        p.a.ep
+            .post_rdma_read(
+                &[sink.slice(..8).unwrap()],
+                2,
+                &via_rmr,
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+        assert_eq!(p.a.req_done().status, DtoStatus::Success);
+        assert_eq!(sink.to_vec(0, 8).unwrap(), vec![0x77; 8]);
+        rmr.free().unwrap();
+        p.a.ep
+            .post_rdma_read(
+                &[sink.slice(..8).unwrap()],
+                3,
+                &whole,
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+        assert_eq!(
+            p.a.req_done().status,
+            DtoStatus::RemoteAccess,
+            "freed with the RMR's handle"
+        );
+        p.close();
+    }
+);
