@@ -259,14 +259,19 @@ fn with_busy_responder<R>(p: &Pair, body: impl FnOnce() -> R) -> R {
     // writer posted must be placed. A Read behind them completes only after they are (its
     // response follows them on the stream).
     let probe = p.b.lmr(8);
-    p.b.ep
-        .post_rdma_read(
+    loop {
+        // The send queue may still be full of the writer's writes.
+        match p.b.ep.post_rdma_read(
             &[probe.triplet(0, 8)],
             0xD0D0,
             &noise_dst.rmr_triplet(0, 8),
             CompletionFlags::empty(),
-        )
-        .unwrap();
+        ) {
+            Ok(()) => break,
+            Err(e) if e.kind() == ErrorType::InsufficientResources => std::thread::yield_now(),
+            Err(e) => panic!("the probe read: {e}"),
+        }
+    }
     let c = p.b.req_done();
     assert_eq!((c.cookie, c.status), (0xD0D0, DtoStatus::Success));
     r
