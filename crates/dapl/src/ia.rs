@@ -110,7 +110,8 @@ pub struct ProviderAttr {
 
 #[derive(Default)]
 pub(crate) struct Objects {
-    pub(crate) pzs: HashMap<u64, Pz>,
+    /// Weak: a PZ is freed when its last handle goes (children hold one).
+    pub(crate) pzs: HashMap<u64, std::sync::Weak<PzInner>>,
     pub(crate) evds: HashMap<u64, Evd>,
     pub(crate) cnos: HashMap<u64, Cno>,
     /// Weak: an LMR is freed when its last handle goes (`LmrInner`'s drop).
@@ -125,7 +126,7 @@ pub(crate) struct Objects {
 impl Objects {
     fn live_user_objects(&self) -> usize {
         // The async EVD belongs to the IA and is not counted.
-        self.pzs.len()
+        self.pzs.values().filter(|p| p.strong_count() > 0).count()
             + self.evds.values().filter(|e| !e.0.is_async).count()
             + self.cnos.len()
             // Not `upgrade`: a last handle dropped here would free the LMR under this lock.
@@ -415,7 +416,7 @@ impl InterfaceAdapter {
             );
         }
         let pz = Pz(Arc::new(PzInner::new(self.0.next_id(), self.0.clone())));
-        o.pzs.insert(pz.0.id, pz.clone());
+        o.pzs.insert(pz.0.id, Arc::downgrade(&pz.0));
         Ok(pz)
     }
 
@@ -568,10 +569,18 @@ impl IaInner {
         for l in lmrs {
             l.release();
         }
-        let mut o = self.objects();
-        for pz in o.pzs.values() {
-            pz.0.freed.store(true, Ordering::Release);
+        // Upgraded outside the registry's lock (a PZ whose last handle goes drops and takes it).
+        let pzs: Vec<Arc<PzInner>> = self
+            .objects()
+            .pzs
+            .values()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for pz in &pzs {
+            pz.freed.store(true, Ordering::Release);
         }
+        drop(pzs);
+        let mut o = self.objects();
         o.pzs.clear();
         for c in o.cnos.values() {
             c.0.freed.store(true, Ordering::Release);

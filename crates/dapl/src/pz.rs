@@ -24,7 +24,8 @@ impl PzInner {
     }
 }
 
-/// A Protection Zone (`DAT_PZ_HANDLE`).
+/// A Protection Zone (`DAT_PZ_HANDLE`). Dropping the last handle frees it; every LMR, RMR,
+/// EP and SRQ in it holds one.
 #[derive(Clone)]
 pub struct Pz(pub(crate) Arc<PzInner>);
 
@@ -84,8 +85,22 @@ impl Pz {
                 format!("{users} objects still use this PZ"),
             );
         }
-        self.0.freed.store(true, Ordering::Release);
-        self.0.ia.objects().pzs.remove(&self.0.id);
+        self.0.release();
         Ok(())
+    }
+}
+
+impl PzInner {
+    fn release(&self) {
+        if !self.freed.swap(true, Ordering::AcqRel) {
+            self.ia.objects().pzs.remove(&self.id);
+        }
+    }
+}
+
+/// Dropping the last handle frees the PZ (its LMRs, RMRs, EPs and SRQs each hold one).
+impl Drop for PzInner {
+    fn drop(&mut self) {
+        self.release();
     }
 }

@@ -226,3 +226,19 @@ per_link!(
         p.close();
     }
 );
+
+once!(
+    dropped_handles_free_their_objects_so_a_graceful_close_succeeds,
+    |link| {
+        let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
+        let pz = ia.pz_create().unwrap();
+        let lmr = pz.lmr_allocate(64, MemPriv::ALL).unwrap();
+        drop(pz);
+        // The LMR holds its PZ: both are alive.
+        assert_eq!(lmr.query().unwrap().lmr_context, lmr.lmr_context());
+        let e = expect_err(ia.close(CloseFlags::Graceful), ErrorType::InvalidState);
+        assert!(e.to_string().contains("2 objects"), "{e}");
+        drop(lmr);
+        ia.close(CloseFlags::Graceful).unwrap();
+    }
+);
