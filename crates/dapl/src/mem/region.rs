@@ -307,8 +307,8 @@ impl RegionMemory {
             self.addr() as usize + offset,
             dst.addr() as usize + dst_offset,
         );
-        let mut buf = [0u8; COPY_CHUNK];
         if to > from && to < from + len {
+            let mut buf = [0u8; COPY_CHUNK];
             // Copying forward would overwrite source bytes before reading them: chunks from the
             // end (each chunk's source lies below everything written before it), the very last
             // byte held back and stored last.
@@ -324,17 +324,7 @@ impl RegionMemory {
             dst.store_release_last(dst_offset + len - 1, &last);
             return true;
         }
-        let mut done = 0;
-        while done < len {
-            let k = (len - done).min(COPY_CHUNK);
-            self.load(offset + done, &mut buf[..k]);
-            if done + k == len {
-                dst.store_release_last(dst_offset + done, &buf[..k]);
-            } else {
-                dst.store_units(dst_offset + done, &buf[..k], Ordering::Relaxed);
-            }
-            done += k;
-        }
+        dst.store_chunked(dst_offset, len, |at, chunk| self.load(offset + at, chunk));
         true
     }
 
@@ -347,17 +337,7 @@ impl RegionMemory {
         let Some(_access) = self.enter() else {
             return false;
         };
-        let buf = [byte; COPY_CHUNK];
-        let mut done = 0;
-        while done < len {
-            let k = (len - done).min(COPY_CHUNK);
-            if done + k == len {
-                self.store_release_last(offset + done, &buf[..k]);
-            } else {
-                self.store_units(offset + done, &buf[..k], Ordering::Relaxed);
-            }
-            done += k;
-        }
+        self.store_chunked(offset, len, |_, chunk| chunk.fill(byte));
         true
     }
 }
@@ -525,6 +505,24 @@ impl RegionMemory {
                 let v = src.add(k * WORD).cast::<u64>().read_unaligned();
                 (*words.add(k)).store(v, order);
             }
+        }
+    }
+
+    /// Stores `len` bytes at `offset` through a buffer on the stack, [`COPY_CHUNK`] at a time:
+    /// `source(at, chunk)` fills `chunk` with the bytes for `offset + at`. The last chunk goes
+    /// with [`store_release_last`](Self::store_release_last).
+    fn store_chunked(&self, offset: usize, len: usize, mut source: impl FnMut(usize, &mut [u8])) {
+        let mut buf = [0u8; COPY_CHUNK];
+        let mut done = 0;
+        while done < len {
+            let k = (len - done).min(COPY_CHUNK);
+            source(done, &mut buf[..k]);
+            if done + k == len {
+                self.store_release_last(offset + done, &buf[..k]);
+            } else {
+                self.store_units(offset + done, &buf[..k], Ordering::Relaxed);
+            }
+            done += k;
         }
     }
 
