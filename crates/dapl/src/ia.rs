@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::cr::ConnectionRequest;
 use crate::engine::port::{Link, LinkCaps, Progress};
@@ -111,11 +111,11 @@ pub struct ProviderAttr {
 #[derive(Default)]
 pub(crate) struct Objects {
     /// Weak: a PZ is freed when its last handle goes (children hold one).
-    pub(crate) pzs: HashMap<u64, std::sync::Weak<PzInner>>,
+    pub(crate) pzs: HashMap<u64, Weak<PzInner>>,
     pub(crate) evds: HashMap<u64, Evd>,
     pub(crate) cnos: HashMap<u64, Cno>,
     /// Weak: an LMR is freed when its last handle goes (`LmrInner`'s drop).
-    pub(crate) lmrs: HashMap<u64, std::sync::Weak<LmrInner>>,
+    pub(crate) lmrs: HashMap<u64, Weak<LmrInner>>,
     pub(crate) rmrs: HashMap<u64, Rmr>,
     pub(crate) eps: HashMap<u64, Endpoint>,
     pub(crate) srqs: HashMap<u64, Srq>,
@@ -123,14 +123,20 @@ pub(crate) struct Objects {
     pub(crate) crs: HashMap<u64, ConnectionRequest>,
 }
 
+/// The live entries of a weak part of the registry. Called with the registry's lock held: it
+/// counts, never upgrades (an upgraded handle that turned out to be the last would free its
+/// object, which takes this lock, under it).
+fn count_live<T>(m: &HashMap<u64, Weak<T>>) -> usize {
+    m.values().filter(|o| o.strong_count() > 0).count()
+}
+
 impl Objects {
     fn live_user_objects(&self) -> usize {
         // The async EVD belongs to the IA and is not counted.
-        self.pzs.values().filter(|p| p.strong_count() > 0).count()
+        count_live(&self.pzs)
             + self.evds.values().filter(|e| !e.0.is_async).count()
             + self.cnos.len()
-            // Not `upgrade`: a last handle dropped here would free the LMR under this lock.
-            + self.lmrs.values().filter(|l| l.strong_count() > 0).count()
+            + count_live(&self.lmrs)
             + self.rmrs.len()
             + self.eps.len()
             + self.srqs.len()
@@ -153,7 +159,7 @@ pub(crate) struct IaInner {
     objects: Mutex<Objects>,
     async_evd: Mutex<Option<Evd>>,
     /// The user handles' share (`Pz::query` makes a handle from it while one lives).
-    owner: Mutex<std::sync::Weak<IaOwner>>,
+    owner: Mutex<Weak<IaOwner>>,
 }
 
 impl IaInner {
@@ -219,7 +225,7 @@ pub struct InterfaceAdapter(
 
 /// The share of the IA's user handles: closes the IA abruptly when the last one goes. (The
 /// IA's objects hold the `IaInner`, not this, so they do not keep it open.)
-pub(crate) struct IaOwner(std::sync::Weak<IaInner>);
+pub(crate) struct IaOwner(Weak<IaInner>);
 
 impl Drop for IaOwner {
     fn drop(&mut self) {
@@ -349,7 +355,7 @@ impl InterfaceAdapter {
             closed: AtomicBool::new(false),
             objects: Mutex::new(Objects::default()),
             async_evd: Mutex::new(None),
-            owner: Mutex::new(std::sync::Weak::new()),
+            owner: Mutex::new(Weak::new()),
         });
         let owner = Arc::new(IaOwner(Arc::downgrade(&inner)));
         *inner.owner.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&owner);
@@ -507,6 +513,15 @@ impl IaInner {
         Some(InterfaceAdapter(self.clone(), owner))
     }
 
+    /// The live objects of a weak part of the registry, upgraded (to be dropped after the
+    /// registry's lock is released, which this releases before it returns).
+    fn live<T>(&self, part: impl Fn(&Objects) -> &HashMap<u64, Weak<T>>) -> Vec<Arc<T>> {
+        part(&self.objects())
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+
     /// `InterfaceAdapter::close`.
     pub(crate) fn close(&self, flags: CloseFlags) -> Result<()> {
         const OP: &str = "ia_close";
@@ -560,22 +575,13 @@ impl IaInner {
         for s in srqs {
             s.0.release();
         }
-        let lmrs: Vec<Arc<LmrInner>> = self
-            .objects()
-            .lmrs
-            .values()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
+        // Each upgraded in one statement and dropped after the registry's lock is released (an
+        // LMR or PZ whose last handle goes with it frees itself and takes that lock).
+        let lmrs = self.live(|o| &o.lmrs);
         for l in lmrs {
             l.release();
         }
-        // Upgraded outside the registry's lock (a PZ whose last handle goes drops and takes it).
-        let pzs: Vec<Arc<PzInner>> = self
-            .objects()
-            .pzs
-            .values()
-            .filter_map(std::sync::Weak::upgrade)
-            .collect();
+        let pzs = self.live(|o| &o.pzs);
         for pz in &pzs {
             pz.freed.store(true, Ordering::Release);
         }
