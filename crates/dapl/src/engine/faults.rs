@@ -71,10 +71,12 @@ fn payload_len(msg: &OutMsg<'_>) -> u64 {
 }
 
 impl Faulty {
+    /// Cuts: this transmit and every later one is `Broken`. The inner connection is closed by
+    /// the engine's `close(true)`, after it has recorded the end as BROKEN: closing it here
+    /// first let the peer see the stream end and close back, and this side's receive path
+    /// could then report DISCONNECTED before the engine saw the `Broken`.
     fn cut_now(&self) -> TxOutcome {
-        if !self.cut.swap(true, Ordering::SeqCst) {
-            self.inner.close(true);
-        }
+        self.cut.store(true, Ordering::SeqCst);
         TxOutcome::Broken
     }
 }
@@ -106,9 +108,7 @@ impl Connection for Faulty {
     }
 
     fn close(&self, broken: bool) {
-        if !self.cut.load(Ordering::SeqCst) {
-            self.inner.close(broken);
-        }
+        self.inner.close(broken);
     }
 
     fn remote_addr(&self) -> IaAddress {
