@@ -1,7 +1,7 @@
 //! Connection Requests (`DAT_CR`): a request that arrived at a service point, to query, accept
 //! or reject. Each is consumed by exactly one accept or reject.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use crate::engine::port::CrArrivalInfo;
@@ -9,6 +9,7 @@ use crate::engine::port::PendingRequest;
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::ConnectionEventKind;
+use crate::handle::{Handle, Owned};
 use crate::sp::{ServicePoint, SpKind};
 use crate::types::EpState;
 
@@ -18,6 +19,28 @@ pub(crate) struct CrInner {
     pending: Mutex<Option<Box<dyn PendingRequest>>>,
     info: CrArrivalInfo,
     freed: AtomicBool,
+    /// The consumer's handles (`handle.rs`): counted from the arrival event's dequeue on.
+    handles: AtomicUsize,
+}
+
+impl Owned for CrInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    /// A request the consumer let go of unanswered is rejected, so the requester is not left
+    /// waiting.
+    fn last_handle_dropped(self: &Arc<Self>) {
+        let answered = self.freed.load(Ordering::Acquire)
+            || self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none();
+        if !answered {
+            let _ = ConnectionRequest(Handle::internal(self.clone())).reject(&[]);
+        }
+    }
 }
 
 impl CrInner {
@@ -29,15 +52,20 @@ impl CrInner {
             pending: Mutex::new(Some(pending)),
             info,
             freed: AtomicBool::new(false),
+            handles: AtomicUsize::new(0),
         }
     }
 }
 
 /// A Connection Request (`DAT_CR_HANDLE`).
+///
+/// Dropping the last handle to a request not yet accepted or rejected rejects it (with no
+/// private data), as `reject(&[])` does.
 #[derive(Clone)]
-pub struct ConnectionRequest(pub(crate) Arc<CrInner>);
+pub struct ConnectionRequest(pub(crate) Handle<CrInner>);
 
 handle_identity!(ConnectionRequest);
+handle_identity!(@counted ConnectionRequest);
 
 /// `DAT_CR_PARAM`.
 #[derive(Debug, Clone)]
@@ -96,7 +124,7 @@ impl ConnectionRequest {
         };
         Ok(CrParam {
             remote: self.0.info.clone(),
-            sp: self.0.sp.clone(),
+            sp: self.0.sp.user(),
             local_ep,
         })
     }

@@ -17,13 +17,14 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::engine::port::Progress;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
+use crate::handle::{Handle, Owned};
 use crate::ia::IaInner;
 use crate::types::EvdFlags;
 
@@ -52,20 +53,42 @@ pub(crate) struct EvdInner {
     pub(crate) is_async: bool,
     state: Mutex<EvdState>,
     cond: Condvar,
+    /// A counted handle: an attached CNO lives while the EVD does.
     cno: Mutex<Option<Cno>>,
     fd: OnceLock<OwnedFd>,
+    /// Endpoints, service points using the EVD (`free` is refused while any does).
     pub(crate) users: AtomicU32,
     pub(crate) freed: AtomicBool,
+    /// The consumer's handles (`handle.rs`).
+    handles: AtomicUsize,
     /// The receive EVD of some endpoint: a consumer that finds it empty waits for inbound
     /// data, and its polls hand that data in themselves (`Progress::poll`).
     pub(crate) receives: AtomicBool,
 }
 
 /// An Event Dispatcher (`DAT_EVD_HANDLE`). Cloning gives another handle to the same EVD.
+///
+/// Dropping the last handle frees the EVD as [`free`](Self::free) does, with its queued
+/// events; while endpoints or service points still use it, when the last of them is freed.
+/// (The IA's async EVD is freed by the IA's close.)
 #[derive(Clone)]
-pub struct Evd(pub(crate) Arc<EvdInner>);
+pub struct Evd(pub(crate) Handle<EvdInner>);
 
 handle_identity!(Evd);
+handle_identity!(@counted Evd);
+
+impl Owned for EvdInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        // SeqCst: see `unuse`.
+        if !self.is_async && self.users.load(Ordering::SeqCst) == 0 {
+            self.release();
+        }
+    }
+}
 
 /// `DAT_EVD_PARAM`.
 #[derive(Debug, Clone)]
@@ -112,6 +135,7 @@ impl EvdInner {
             fd: OnceLock::new(),
             users: AtomicU32::new(0),
             freed: AtomicBool::new(false),
+            handles: AtomicUsize::new(0),
             receives: AtomicBool::new(false),
         })
     }
@@ -153,9 +177,16 @@ impl EvdInner {
             }
         }
         if trigger_cno {
-            let cno = self.cno.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            // The CNO's state, not a handle: a handle dropped here could free the CNO in the
+            // link's thread.
+            let cno = self
+                .cno
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|c| c.0.arc().clone());
             if let Some(cno) = cno {
-                cno.trigger(Evd(self.clone()));
+                cno.trigger(self);
             }
         }
         true
@@ -168,12 +199,13 @@ impl EvdInner {
         if let Some(ia) = self.ia.upgrade() {
             ia.post_async(AsyncEvent {
                 kind: AsyncKind::EvdOverflow,
-                subject: AsyncSubject::Evd(Evd(self.clone())),
+                subject: AsyncSubject::Evd(Evd(Handle::internal(self.clone()))),
                 reason: 0, // DAT_EVD_OVERFLOW_ERROR
             });
         }
     }
 
+    /// The oldest event, its handles made the consumer's.
     fn pop(&self, s: &mut EvdState) -> Option<Event> {
         let (ev, signalled) = s.queue.pop_front()?;
         if signalled {
@@ -182,7 +214,7 @@ impl EvdInner {
                 self.fd_signal(false);
             }
         }
-        Some(ev)
+        Some(ev.into_user())
     }
 
     fn fd_signal(&self, set: bool) {
@@ -454,7 +486,12 @@ impl Evd {
     /// Attaches or detaches a CNO (`dat_evd_modify_cno`).
     pub fn modify_cno(&self, cno: Option<&Cno>) -> Result<()> {
         self.check("evd_modify_cno")?;
-        *self.0.cno.lock().unwrap_or_else(|p| p.into_inner()) = cno.cloned();
+        let old = std::mem::replace(
+            &mut *self.0.cno.lock().unwrap_or_else(|p| p.into_inner()),
+            cno.cloned(),
+        );
+        // Dropped outside the lock: the last handle to a CNO frees it, which looks at EVDs.
+        drop(old);
         Ok(())
     }
 
@@ -539,6 +576,21 @@ impl EvdInner {
         if let Some(ia) = self.ia.upgrade() {
             ia.objects().evds.remove(&self.id);
         }
+        let cno = self.cno.lock().unwrap_or_else(|p| p.into_inner()).take();
+        drop(cno); // outside the lock, as in `modify_cno`
+    }
+
+    /// An endpoint or service point stopped using the EVD: frees it if the consumer's handles
+    /// are gone too.
+    pub(crate) fn unuse(self: &Arc<Self>) {
+        // SeqCst with the handle count's (`Handle`): of a last `unuse` and a last handle drop
+        // racing, at least one sees both counts at zero.
+        if self.users.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.handles.load(Ordering::SeqCst) == 0
+            && !self.is_async
+        {
+            self.release();
+        }
     }
 }
 
@@ -548,36 +600,70 @@ impl EvdInner {
 pub(crate) struct CnoInner {
     pub(crate) id: u64,
     pub(crate) ia: Weak<IaInner>,
-    triggered: Mutex<VecDeque<Evd>>,
+    /// Weak: a triggered EVD whose handles all went is gone, not waited for.
+    triggered: Mutex<VecDeque<Weak<EvdInner>>>,
     cond: Condvar,
     pub(crate) freed: AtomicBool,
+    /// The consumer's handles and the attached EVDs' (`handle.rs`).
+    handles: AtomicUsize,
 }
 
 /// A Consumer Notification Object (`DAT_CNO_HANDLE`): one place to wait for any of several EVDs.
+///
+/// An EVD attached to the CNO holds a handle to it; dropping the last handle frees it.
 #[derive(Clone)]
-pub struct Cno(pub(crate) Arc<CnoInner>);
+pub struct Cno(pub(crate) Handle<CnoInner>);
 
 handle_identity!(Cno);
+handle_identity!(@counted Cno);
 
-impl Cno {
-    pub(crate) fn new(id: u64, ia: Weak<IaInner>) -> Cno {
-        Cno(Arc::new(CnoInner {
+impl Owned for CnoInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        self.release();
+    }
+}
+
+impl CnoInner {
+    pub(crate) fn new(id: u64, ia: Weak<IaInner>) -> Arc<CnoInner> {
+        Arc::new(CnoInner {
             id,
             ia,
             triggered: Mutex::new(VecDeque::new()),
             cond: Condvar::new(),
             freed: AtomicBool::new(false),
-        }))
+            handles: AtomicUsize::new(0),
+        })
     }
 
-    fn trigger(&self, evd: Evd) {
-        let mut t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());
-        if !t.iter().any(|e| *e == evd) {
-            t.push_back(evd);
+    fn trigger(&self, evd: &Arc<EvdInner>) {
+        let mut t = self.triggered.lock().unwrap_or_else(|p| p.into_inner());
+        if !t.iter().any(|e| std::ptr::eq(e.as_ptr(), Arc::as_ptr(evd))) {
+            t.push_back(Arc::downgrade(evd));
         }
-        self.0.cond.notify_all();
+        self.cond.notify_all();
     }
 
+    /// Marks the CNO freed, drops it from its IA and wakes its waiter.
+    fn release(&self) {
+        if self.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(ia) = self.ia.upgrade() {
+            ia.objects().cnos.remove(&self.id);
+        }
+        self.triggered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.cond.notify_all();
+    }
+}
+
+impl Cno {
     /// The CNO's id: unique in the process across every object kind.
     pub fn id(&self) -> u64 {
         self.0.id
@@ -602,7 +688,12 @@ impl Cno {
         let mut first_sleep = true;
         loop {
             if let Some(evd) = t.pop_front() {
-                return Ok(Some(evd));
+                match evd.upgrade() {
+                    Some(evd) if !evd.freed.load(Ordering::Acquire) => {
+                        return Ok(Some(Evd(Handle::new(evd))));
+                    }
+                    _ => continue,
+                }
             }
             if std::mem::take(&mut first_sleep) {
                 // The thread sleeps: if it polled, the link's own thread takes over now
@@ -673,10 +764,8 @@ impl Cno {
                     format!("{users} EVDs are attached to this CNO"),
                 );
             }
-            ia.objects().cnos.remove(&self.0.id);
         }
-        self.0.freed.store(true, Ordering::Release);
-        self.0.cond.notify_all();
+        self.0.release();
         Ok(())
     }
 }

@@ -184,6 +184,40 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event as the consumer gets it: its handles counted (`handle.rs`; events wait in
+    /// queues with the library's internal handles).
+    pub(crate) fn into_user(self) -> Event {
+        match self {
+            Event::Dto(d) => Event::Dto(DtoCompletion {
+                ep: d.ep.into_user(),
+                ..d
+            }),
+            Event::RmrBind(b) => Event::RmrBind(RmrBindCompletion {
+                rmr: b.rmr.into_user(),
+                ..b
+            }),
+            Event::ConnectionRequest(c) => Event::ConnectionRequest(CrArrival {
+                sp: c.sp.into_user(),
+                cr: c.cr.into_user(),
+                ..c
+            }),
+            Event::Connection(c) => Event::Connection(ConnectionEvent {
+                ep: c.ep.into_user(),
+                ..c
+            }),
+            Event::Async(a) => Event::Async(AsyncEvent {
+                subject: match a.subject {
+                    AsyncSubject::Evd(e) => AsyncSubject::Evd(e.into_user()),
+                    AsyncSubject::Ep(e) => AsyncSubject::Ep(e.into_user()),
+                    AsyncSubject::Srq(s) => AsyncSubject::Srq(s.into_user()),
+                    AsyncSubject::Ia => AsyncSubject::Ia,
+                },
+                ..a
+            }),
+            Event::Software(v) => Event::Software(v),
+        }
+    }
+
     /// The DAT event number (`DAT_EVENT.event_number`).
     pub fn number(&self) -> u32 {
         match self {

@@ -10,8 +10,9 @@ use crate::cr::ConnectionRequest;
 use crate::engine::port::{Link, LinkCaps, Progress};
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
-use crate::evd::{Cno, Evd, EvdInner};
+use crate::evd::{Cno, CnoInner, Evd, EvdInner};
 use crate::event::{AsyncEvent, Event};
+use crate::handle::Handle;
 use crate::link;
 use crate::lmr::LmrInner;
 use crate::mem::MemTable;
@@ -359,7 +360,7 @@ impl InterfaceAdapter {
         });
         let owner = Arc::new(IaOwner(Arc::downgrade(&inner)));
         *inner.owner.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&owner);
-        let evd = Evd(EvdInner::new(
+        let evd = Evd(Handle::new(EvdInner::new(
             inner.next_id(),
             Arc::downgrade(&inner),
             inner.progress.clone(),
@@ -367,9 +368,9 @@ impl InterfaceAdapter {
             EvdFlags::ASYNC,
             None,
             true,
-        ));
-        inner.objects().evds.insert(evd.0.id, evd.clone());
-        *inner.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = Some(evd.clone());
+        )));
+        inner.objects().evds.insert(evd.0.id, evd.internal());
+        *inner.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = Some(evd.internal());
         Ok((InterfaceAdapter(inner, owner), evd))
     }
 
@@ -404,7 +405,8 @@ impl InterfaceAdapter {
             .async_evd
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .as_ref()
+            .map(Evd::user)
     }
 
     /// Creates a Protection Zone (`dat_pz_create`).
@@ -472,7 +474,7 @@ impl InterfaceAdapter {
                 format!("the IA already has {} EVDs", o.evds.len()),
             );
         }
-        let evd = Evd(EvdInner::new(
+        let evd = Evd(Handle::new(EvdInner::new(
             self.0.next_id(),
             Arc::downgrade(&self.0),
             self.0.progress.clone(),
@@ -480,17 +482,20 @@ impl InterfaceAdapter {
             flags,
             cno.cloned(),
             false,
-        ));
-        o.evds.insert(evd.0.id, evd.clone());
+        )));
+        o.evds.insert(evd.0.id, evd.internal());
         Ok(evd)
     }
 
     /// Creates a Consumer Notification Object (`dat_cno_create`).
     pub fn cno_create(&self) -> Result<Cno> {
         self.0.check_open("cno_create")?;
-        let cno = Cno::new(self.0.next_id(), Arc::downgrade(&self.0));
-        self.0.objects().cnos.insert(cno.0.id, cno.clone());
-        Ok(cno)
+        let cno = CnoInner::new(self.0.next_id(), Arc::downgrade(&self.0));
+        self.0
+            .objects()
+            .cnos
+            .insert(cno.id, Cno(Handle::internal(cno.clone())));
+        Ok(Cno(Handle::new(cno)))
     }
 
     /// Closes the IA (`dat_ia_close`). Graceful: refused with `DAT_INVALID_STATE` while any

@@ -23,8 +23,12 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-/// For a handle type `struct $t(pub(crate) Arc<Inner>)` whose inner object has an `id`:
-/// `Debug` as `$t(id)`, and equality as identity (two handles to the same object).
+/// For a handle type `struct $t(pub(crate) Arc<Inner>)` (or `Handle<Inner>`) whose inner
+/// object has a process-unique `id`: `Debug` as `$t(id)`, and equality as identity (two handles
+/// to the same object).
+///
+/// `@counted $t` adds, for a `struct $t(pub(crate) Handle<Inner>)`, the conversions between
+/// the consumer's (counted) and the library's (internal) handles (see `handle.rs`).
 macro_rules! handle_identity {
     ($t:ident) => {
         impl std::fmt::Debug for $t {
@@ -37,10 +41,31 @@ macro_rules! handle_identity {
     (@eq $t:ident) => {
         impl PartialEq for $t {
             fn eq(&self, o: &Self) -> bool {
-                std::sync::Arc::ptr_eq(&self.0, &o.0)
+                self.0.id == o.0.id
             }
         }
         impl Eq for $t {}
+    };
+    (@counted $t:ident) => {
+        impl $t {
+            /// An internal handle to the same object (kept by the library; not counted).
+            #[allow(dead_code)]
+            pub(crate) fn internal(&self) -> Self {
+                $t(self.0.to_internal())
+            }
+
+            /// This handle as the consumer's (counted).
+            #[allow(dead_code)]
+            pub(crate) fn into_user(self) -> Self {
+                $t(self.0.counted())
+            }
+
+            /// A counted handle to the same object, for the consumer.
+            #[allow(dead_code)]
+            pub(crate) fn user(&self) -> Self {
+                self.clone().into_user()
+            }
+        }
     };
 }
 
@@ -54,6 +79,7 @@ pub mod event;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api;
+mod handle;
 pub mod ia;
 mod link;
 pub mod lmr;

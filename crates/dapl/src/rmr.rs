@@ -1,12 +1,13 @@
 //! Remote Memory Regions (`DAT_RMR`): a window onto part of an LMR that a peer may access
 //! with its own key. Binding and unbinding complete through the endpoint's request EVD.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{Event, RmrBindCompletion};
+use crate::handle::{Handle, Owned};
 use crate::lmr::Lmr;
 use crate::mem::EntryKind;
 use crate::pz::Pz;
@@ -26,13 +27,28 @@ pub(crate) struct RmrInner {
     pub(crate) pz: Pz,
     binding: Mutex<Option<Binding>>,
     pub(crate) freed: AtomicBool,
+    /// The consumer's handles (`handle.rs`).
+    handles: AtomicUsize,
+}
+
+impl Owned for RmrInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        self.release();
+    }
 }
 
 /// A Remote Memory Region (`DAT_RMR_HANDLE`).
+///
+/// Dropping the last handle frees the RMR as [`free`](Self::free) does (unbinding it).
 #[derive(Clone)]
-pub struct Rmr(pub(crate) Arc<RmrInner>);
+pub struct Rmr(pub(crate) Handle<RmrInner>);
 
 handle_identity!(Rmr);
+handle_identity!(@counted Rmr);
 
 /// `DAT_RMR_PARAM`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,15 +80,16 @@ impl Pz {
                 "too many RMRs",
             );
         }
-        let rmr = Rmr(Arc::new(RmrInner {
+        let rmr = Arc::new(RmrInner {
             id: ia.next_id(),
             pz: self.clone(),
             binding: Mutex::new(None),
             freed: AtomicBool::new(false),
-        }));
+            handles: AtomicUsize::new(0),
+        });
         self.0.users.fetch_add(1, Ordering::AcqRel);
-        o.rmrs.insert(rmr.0.id, rmr.clone());
-        Ok(rmr)
+        o.rmrs.insert(rmr.id, Rmr(Handle::internal(rmr.clone())));
+        Ok(Rmr(Handle::new(rmr)))
     }
 }
 
@@ -226,7 +243,7 @@ impl Rmr {
             if let Some(evd) = ep.0.request_evd.as_ref() {
                 evd.0.push(
                     Event::RmrBind(RmrBindCompletion {
-                        rmr: self.clone(),
+                        rmr: self.internal(),
                         cookie,
                         status: DtoStatus::Success,
                     }),

@@ -2,7 +2,7 @@
 //! listens for one reserved endpoint). A connection request arriving at either becomes a
 //! [`ConnectionRequest`] announced by a CR arrival event on the service point's EVD.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::cr::{ConnectionRequest, CrInner};
@@ -11,6 +11,7 @@ use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
 use crate::event::{CrArrival, Event};
+use crate::handle::{Handle, Owned};
 use crate::ia::{IaInner, InterfaceAdapter};
 use crate::types::{ConnQual, EpState, EvdFlags};
 
@@ -38,11 +39,26 @@ pub(crate) struct SpInner {
     pub(crate) evd: Evd,
     pub(crate) kind: SpKind,
     pub(crate) freed: AtomicBool,
+    /// The consumer's handles (`handle.rs`).
+    handles: AtomicUsize,
+}
+
+impl Owned for SpInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        self.release();
+    }
 }
 
 /// A Public or Reserved Service Point (`DAT_PSP_HANDLE` / `DAT_RSP_HANDLE`).
+///
+/// Dropping the last handle frees it as [`free`](Self::free) does. An RSP holds a handle to
+/// the endpoint it reserves.
 #[derive(Clone)]
-pub struct ServicePoint(pub(crate) Arc<SpInner>);
+pub struct ServicePoint(pub(crate) Handle<SpInner>);
 
 impl std::fmt::Debug for ServicePoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -56,6 +72,7 @@ impl std::fmt::Debug for ServicePoint {
 }
 
 handle_identity!(@eq ServicePoint);
+handle_identity!(@counted ServicePoint);
 
 /// `DAT_PSP_PARAM` / `DAT_RSP_PARAM`.
 #[derive(Debug, Clone)]
@@ -92,14 +109,17 @@ impl InterfaceAdapter {
                 format!("EVD {} is freed or lacks DAT_EVD_CR_FLAG", evd.0.id),
             );
         }
-        let sp = ServicePoint(Arc::new(SpInner {
+        // Internal until it listens: a handle dropped on the error path below must not
+        // release (unlisten) a qualifier another service point holds.
+        let sp = ServicePoint(Handle::internal(Arc::new(SpInner {
             id: ia.next_id(),
             ia: ia.clone(),
             qual,
-            evd: evd.clone(),
+            evd: evd.internal(),
             kind,
             freed: AtomicBool::new(false),
-        }));
+            handles: AtomicUsize::new(0),
+        })));
         let listener: Weak<dyn Listener> = Arc::downgrade(&sp.0) as Weak<dyn Listener>;
         if !ia.link.listen(ia.attr.ia_address, qual, listener) {
             return err(
@@ -113,9 +133,9 @@ impl InterfaceAdapter {
                 ),
             );
         }
-        evd.0.users.fetch_add(1, Ordering::AcqRel);
-        ia.objects().sps.insert(sp.0.id, sp.clone());
-        Ok(sp)
+        evd.0.users.fetch_add(1, Ordering::SeqCst);
+        ia.objects().sps.insert(sp.0.id, sp.internal());
+        Ok(sp.into_user())
     }
 
     /// Creates a Public Service Point listening on `qual` (`dat_psp_create`);
@@ -212,7 +232,7 @@ impl ServicePoint {
         };
         Ok(SpParam {
             conn_qual: self.0.qual,
-            evd: self.0.evd.clone(),
+            evd: self.0.evd.user(),
             psp_flags,
             ep,
         })
@@ -227,16 +247,7 @@ impl ServicePoint {
     }
 
     pub(crate) fn release(&self) {
-        if self.0.freed.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let ia = &self.0.ia;
-        ia.link.unlisten(ia.attr.ia_address, self.0.qual);
-        if let SpKind::Rsp(ep) = &self.0.kind {
-            let _ = ep.0.set_reserved(None);
-        }
-        self.0.evd.0.users.fetch_sub(1, Ordering::AcqRel);
-        ia.objects().sps.remove(&self.0.id);
+        self.0.release();
     }
 
     /// A link delivers a connection request.
@@ -261,16 +272,40 @@ impl ServicePoint {
             }
         }
         let ia = &self.0.ia;
-        let cr = ConnectionRequest(Arc::new(CrInner::new(ia.next_id(), self.clone(), pending)));
+        let cr = ConnectionRequest(Handle::internal(Arc::new(CrInner::new(
+            ia.next_id(),
+            self.internal(),
+            pending,
+        ))));
         ia.objects().crs.insert(cr.0.id, cr.clone());
-        self.0.evd.0.push(
+        let queued = self.0.evd.0.push(
             Event::ConnectionRequest(CrArrival {
-                sp: self.clone(),
+                sp: self.internal(),
                 conn_qual: self.0.qual,
-                cr,
+                cr: cr.clone(),
             }),
             true,
         );
+        if !queued {
+            // The EVD was full (its overflow is reported): nobody will see the request, so
+            // the requester is answered now rather than left waiting.
+            let _ = cr.reject(&[]);
+        }
+    }
+}
+
+impl SpInner {
+    fn release(&self) {
+        if self.freed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let ia = &self.ia;
+        ia.link.unlisten(ia.attr.ia_address, self.qual);
+        if let SpKind::Rsp(ep) = &self.kind {
+            let _ = ep.0.set_reserved(None);
+        }
+        self.evd.0.unuse();
+        ia.objects().sps.remove(&self.id);
     }
 }
 
@@ -280,6 +315,6 @@ impl Listener for SpInner {
     }
 
     fn request_arrived(self: Arc<Self>, req: Box<dyn PendingRequest>) {
-        ServicePoint(self).request_arrived(req);
+        ServicePoint(Handle::internal(self)).request_arrived(req);
     }
 }

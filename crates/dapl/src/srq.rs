@@ -6,7 +6,7 @@
 //! count falls below the low watermark, one asynchronous event (`AsyncKind::SrqLowWatermark`)
 //! is raised; `set_lw` arms it again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::engine::qp::RecvWr;
@@ -14,6 +14,7 @@ use crate::engine::srq::{SharedRq, SrqUpcalls};
 use crate::ep::EpInner;
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject};
+use crate::handle::{Handle, Owned};
 use crate::ia::{InterfaceAdapter, MAX_IOV};
 use crate::pz::Pz;
 use crate::types::{CompletionFlags, Cookie, LmrTriplet, MemPriv};
@@ -60,13 +61,32 @@ pub(crate) struct SrqInner {
     max_recv_iov: usize,
     pub(crate) freed: AtomicBool,
     me: Weak<SrqInner>,
+    /// The consumer's handles (`handle.rs`).
+    handles: AtomicUsize,
 }
 
 /// A Shared Receive Queue (`DAT_SRQ_HANDLE`).
+///
+/// Dropping the last handle frees the SRQ as [`free`](Self::free) does; while endpoints still
+/// use it, when the last of them is freed.
 #[derive(Clone)]
-pub struct Srq(pub(crate) Arc<SrqInner>);
+pub struct Srq(pub(crate) Handle<SrqInner>);
 
 handle_identity!(Srq);
+handle_identity!(@counted Srq);
+
+impl Owned for SrqInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        // The queue's lock orders this against `detach` (see there).
+        if self.rq.qp_count() == 0 {
+            self.release();
+        }
+    }
+}
 
 impl InterfaceAdapter {
     /// Creates an SRQ in `pz` (`dat_srq_create`).
@@ -100,7 +120,7 @@ impl InterfaceAdapter {
                 "too many SRQs",
             );
         }
-        let srq = Srq(Arc::new_cyclic(|me: &Weak<SrqInner>| {
+        let srq = Arc::new_cyclic(|me: &Weak<SrqInner>| {
             let upcalls: Weak<dyn SrqUpcalls> = me.clone();
             SrqInner {
                 id: self.0.next_id(),
@@ -113,15 +133,26 @@ impl InterfaceAdapter {
                 max_recv_iov: attr.max_recv_iov,
                 freed: AtomicBool::new(false),
                 me: me.clone(),
+                handles: AtomicUsize::new(0),
             }
-        }));
+        });
         pz.0.users.fetch_add(1, Ordering::AcqRel);
-        o.srqs.insert(srq.0.id, srq.clone());
-        Ok(srq)
+        o.srqs.insert(srq.id, Srq(Handle::internal(srq.clone())));
+        Ok(Srq(Handle::new(srq)))
     }
 }
 
 impl SrqInner {
+    /// An endpoint stopped using the SRQ: frees it if the consumer's handles are gone too.
+    /// (The count falls before the queue's lock is taken in a last handle drop, and the
+    /// endpoint leaves under that lock: one of the two sees both at zero.)
+    pub(crate) fn detach(&self, ep: u64) {
+        self.rq.detach(ep);
+        if self.handles.load(Ordering::SeqCst) == 0 && self.rq.qp_count() == 0 {
+            self.release();
+        }
+    }
+
     pub(crate) fn release(&self) {
         if self.freed.swap(true, Ordering::AcqRel) {
             return;
@@ -137,7 +168,7 @@ impl SrqUpcalls for SrqInner {
         if let Some(me) = self.me.upgrade() {
             self.pz.0.ia.post_async(AsyncEvent {
                 kind: AsyncKind::SrqLowWatermark,
-                subject: AsyncSubject::Srq(Srq(me)),
+                subject: AsyncSubject::Srq(Srq(Handle::internal(me))),
                 reason: 2,
             });
         }

@@ -80,6 +80,8 @@ struct Target {
     ia: InterfaceAdapter,
     conn: Evd,
     lmr: Lmr,
+    /// Held: dropping the last handle would free the endpoint.
+    _ep: Endpoint,
 }
 
 fn setup(mem: &Mapped, privs: MemPriv, ord: u32) -> (Target, TcpStream, FpduEncoder) {
@@ -135,7 +137,16 @@ fn setup(mem: &Mapped, privs: MemPriv, ord: u32) -> (Target, TcpStream, FpduEnco
         ConnectionEventKind::Established
     );
     drop(psp);
-    (Target { ia, conn, lmr }, s, FpduEncoder::new(false))
+    (
+        Target {
+            ia,
+            conn,
+            lmr,
+            _ep: ep,
+        },
+        s,
+        FpduEncoder::new(false),
+    )
 }
 
 fn seg(enc: &FpduEncoder, s: Segment<'_>) -> Vec<u8> {

@@ -4,7 +4,7 @@
 //! on its EVDs.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use crate::evd::Evd;
 use crate::event::{
     AsyncEvent, AsyncKind, AsyncSubject, ConnectionEvent, ConnectionEventKind, DtoCompletion, Event,
 };
+use crate::handle::{Handle, Owned};
 use crate::ia::{IaInner, InterfaceAdapter, MAX_IOV};
 use crate::pz::Pz;
 use crate::srq::Srq;
@@ -63,13 +64,39 @@ pub(crate) struct EpInner {
     soft_high_watermark: Mutex<Option<usize>>,
     pub(crate) freed: AtomicBool,
     me: Weak<EpInner>,
+    /// The consumer's handles (`handle.rs`).
+    handles: AtomicUsize,
 }
 
 /// An Endpoint (`DAT_EP_HANDLE`). Cloning gives another handle to the same endpoint.
+///
+/// Dropping the last handle frees the endpoint as [`free`](Self::free) does (an abrupt
+/// disconnect, outstanding DTOs flushed to its EVDs). Events already queued that name it
+/// still arrive, naming a freed endpoint. An RSP holds a handle to the endpoint it reserves.
 #[derive(Clone)]
-pub struct Endpoint(pub(crate) Arc<EpInner>);
+pub struct Endpoint(pub(crate) Handle<EpInner>);
 
 handle_identity!(Endpoint);
+handle_identity!(@counted Endpoint);
+
+impl Owned for EpInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        let reserved = self
+            .reserved_by
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        if self.freed.load(Ordering::Acquire) || reserved {
+            return;
+        }
+        self.qp.abort_for_close();
+        self.release();
+    }
+}
 
 fn check_completion_flags(f: CompletionFlags, recv: bool) -> bool {
     let allowed: &[CompletionFlags] = if recv {
@@ -212,10 +239,12 @@ impl InterfaceAdapter {
                 id,
                 ia: ia.clone(),
                 pz: pz.clone(),
-                recv_evd: recv_evd.cloned(),
-                request_evd: request_evd.cloned(),
-                connect_evd: connect_evd.cloned(),
-                srq: srq.cloned(),
+                // Internal handles: the endpoint does not keep its EVDs and SRQ from the
+                // consumer's drop; they stay until it stops using them (`EvdInner::unuse`).
+                recv_evd: recv_evd.map(Evd::internal),
+                request_evd: request_evd.map(Evd::internal),
+                connect_evd: connect_evd.map(Evd::internal),
+                srq: srq.map(Srq::internal),
                 qp: Arc::new(Qp::new(
                     id,
                     ia.attr.ia_address,
@@ -229,11 +258,12 @@ impl InterfaceAdapter {
                 soft_high_watermark: Mutex::new(None),
                 freed: AtomicBool::new(false),
                 me: me.clone(),
+                handles: AtomicUsize::new(0),
             }
         });
         pz.0.users.fetch_add(1, Ordering::AcqRel);
         for e in [recv_evd, request_evd, connect_evd].into_iter().flatten() {
-            e.0.users.fetch_add(1, Ordering::AcqRel);
+            e.0.users.fetch_add(1, Ordering::SeqCst);
         }
         if let Some(e) = recv_evd {
             e.0.receives.store(true, Ordering::Relaxed);
@@ -241,9 +271,8 @@ impl InterfaceAdapter {
         if let Some(s) = srq {
             s.0.rq.attach(&inner.qp);
         }
-        let ep = Endpoint(inner);
-        o.eps.insert(id, ep.clone());
-        Ok(ep)
+        o.eps.insert(id, Endpoint(Handle::internal(inner.clone())));
+        Ok(Endpoint(Handle::new(inner)))
     }
 }
 
@@ -309,8 +338,11 @@ impl EpInner {
         Object::new("ep", self.id)
     }
 
+    /// An internal handle, for events.
     fn handle(&self) -> Endpoint {
-        Endpoint(self.me.upgrade().expect("an endpoint in use is alive"))
+        Endpoint(Handle::internal(
+            self.me.upgrade().expect("an endpoint in use is alive"),
+        ))
     }
 
     /// Frees the endpoint's resources and drops it from its IA.
@@ -323,10 +355,10 @@ impl EpInner {
             .into_iter()
             .flatten()
         {
-            e.0.users.fetch_sub(1, Ordering::AcqRel);
+            e.0.unuse();
         }
         if let Some(s) = &self.srq {
-            s.0.rq.detach(self.id);
+            s.0.detach(self.id);
         }
         self.ia.objects().eps.remove(&self.id);
     }
