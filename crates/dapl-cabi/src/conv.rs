@@ -32,7 +32,7 @@ pub(crate) fn close_flags(arg: u32, f: DAT_CLOSE_FLAGS) -> Result<CloseFlags, DA
 /// One local segment.
 pub(crate) fn lmr_triplet(t: &DAT_LMR_TRIPLET) -> LmrTriplet {
     LmrTriplet {
-        lmr_context: t.lmr_context,
+        lmr_context: dapl::LmrContext(t.lmr_context),
         virtual_address: t.virtual_address,
         segment_length: t.segment_length as u64,
     }
@@ -42,7 +42,7 @@ pub(crate) fn lmr_triplet(t: &DAT_LMR_TRIPLET) -> LmrTriplet {
 pub(crate) fn rmr_triplet(arg: u32, t: &In<DAT_RMR_TRIPLET>) -> Result<RmrTriplet, DAT_RETURN> {
     let t = t.get(arg)?;
     Ok(RmrTriplet {
-        rmr_context: t.rmr_context,
+        rmr_context: dapl::RmrContext(t.rmr_context),
         virtual_address: t.virtual_address,
         segment_length: t.segment_length as u64,
     })

@@ -61,7 +61,7 @@ pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
             }
             out.event_data.dto_completion_event_data = DAT_DTO_COMPLETION_EVENT_DATA {
                 ep_handle: handle_of(d.ep.id()),
-                user_cookie: DAT_DTO_COOKIE { as_64: d.cookie },
+                user_cookie: DAT_DTO_COOKIE { as_64: d.cookie.0 },
                 status: d.status as DAT_DTO_COMPLETION_STATUS,
                 transfered_length: d.transferred_length as DAT_SEG_LENGTH,
                 operation: d.operation as DAT_DTOS,
@@ -71,7 +71,7 @@ pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
         Event::RmrBind(b) => {
             out.event_data.rmr_completion_event_data = DAT_RMR_BIND_COMPLETION_EVENT_DATA {
                 rmr_handle: handle_of(b.rmr.id()),
-                user_cookie: DAT_RMR_COOKIE { as_64: b.cookie },
+                user_cookie: DAT_RMR_COOKIE { as_64: b.cookie.0 },
                 status: b.status as DAT_RMR_BIND_COMPLETION_STATUS,
             };
         }

@@ -148,8 +148,8 @@ pub(crate) unsafe extern "C" fn lmr_create(
         // touches it after that (regions are revoked). C code holds no Rust references. The
         // pages are not touched here (dapltest registers up to 1 GiB without writing it).
         let l = unsafe { p.lmr_register(ptr, len, lmr_privileges(privs)) }.dat()?;
-        lmr_context.put_opt(l.lmr_context());
-        rmr_context.put_opt(l.rmr_context());
+        lmr_context.put_opt(l.lmr_context().0);
+        rmr_context.put_opt(l.rmr_context().0);
         registered_length.put_opt(l.len() as DAT_VLEN);
         registered_address.put_opt(l.address());
         let lc = Arc::new(LmrC {
@@ -181,8 +181,8 @@ pub(crate) unsafe extern "C" fn lmr_query(
         c.pz_handle = l.pz.as_ptr();
         c.mem_priv = l.privileges;
         c.va_type = l.va_type;
-        c.lmr_context = q.lmr_context;
-        c.rmr_context = q.rmr_context;
+        c.lmr_context = q.lmr_context.0;
+        c.rmr_context = q.rmr_context.0;
         c.registered_size = q.registered_size;
         c.registered_address = q.registered_address;
         param.put(3, c)
@@ -267,11 +267,11 @@ pub(crate) unsafe extern "C" fn rmr_query(
             c.lmr_triplet = DAT_LMR_TRIPLET {
                 virtual_address: t.virtual_address,
                 segment_length: t.segment_length as DAT_SEG_LENGTH,
-                lmr_context: t.lmr_context,
+                lmr_context: t.lmr_context.0,
             };
         }
         c.mem_priv = q.privileges.bits() as DAT_MEM_PRIV_FLAGS;
-        c.rmr_context = q.rmr_context;
+        c.rmr_context = q.rmr_context.0;
         c.rmr_scope = DAT_RMR_SCOPE_EP;
         c.va_type = DAT_VA_TYPE_VA;
         param.put(3, c)
@@ -308,7 +308,7 @@ pub(crate) unsafe extern "C" fn rmr_bind(
                 flags,
             )
             .dat()?;
-        context.put_opt(ctx);
+        context.put_opt(ctx.0);
         Ok(())
     })
 }

@@ -121,7 +121,7 @@ fn c_str(buf: &[u8]) -> &str {
 fn info_bytes(t: &RmrTriplet) -> [u8; INFO_LEN] {
     let mut b = [0u8; INFO_LEN];
     b[0..8].copy_from_slice(&t.virtual_address.to_be_bytes());
-    b[8..12].copy_from_slice(&t.rmr_context.to_be_bytes());
+    b[8..12].copy_from_slice(&t.rmr_context.0.to_be_bytes());
     b[12..16].copy_from_slice(&(t.segment_length as u32).to_be_bytes());
     b
 }
@@ -237,7 +237,7 @@ impl Side {
         self.expect_req(2, "the send")
     }
 
-    fn expect_req(&self, cookie: Cookie, what: &str) -> Res<()> {
+    fn expect_req(&self, cookie: u64, what: &str) -> Res<()> {
         let c = self.dto(&self.req_evd, what)?;
         if c.cookie != cookie || c.status != DtoStatus::Success {
             return Err(format!(

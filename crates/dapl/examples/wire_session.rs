@@ -127,7 +127,7 @@ fn side(ia_name: &str) -> Res<Side> {
 }
 
 /// The next DTO completion on `evd`; it must be `cookie`, successful, `len` bytes.
-fn dto(evd: &Evd, who: &str, cookie: Cookie, len: usize) -> Res<()> {
+fn dto(evd: &Evd, who: &str, cookie: u64, len: usize) -> Res<()> {
     let (ev, _) = evd.wait(T, 1)?.ok_or("no event in time")?;
     let d = ev
         .as_dto()
@@ -144,7 +144,7 @@ fn dto(evd: &Evd, who: &str, cookie: Cookie, len: usize) -> Res<()> {
 
 /// The next `want.len()` DTO completions on `evd`, in any order (an RDMA Read completes when
 /// its data is placed, so a later Send may complete first): each `(cookie, length)` once.
-fn dtos_any_order(evd: &Evd, who: &str, want: &[(Cookie, usize)]) -> Res<()> {
+fn dtos_any_order(evd: &Evd, who: &str, want: &[(u64, usize)]) -> Res<()> {
     let mut left = want.to_vec();
     while !left.is_empty() {
         let (ev, _) = evd.wait(T, 1)?.ok_or("no event in time")?;
@@ -153,7 +153,7 @@ fn dtos_any_order(evd: &Evd, who: &str, want: &[(Cookie, usize)]) -> Res<()> {
             .ok_or_else(|| format!("{who}: expected a DTO completion, got {ev:?}"))?;
         let i = left
             .iter()
-            .position(|&(c, _)| c == d.cookie)
+            .position(|&(c, _)| d.cookie == c)
             .ok_or_else(|| format!("{who}: unexpected completion cookie {}", d.cookie))?;
         let (cookie, len) = left.remove(i);
         ensure(
@@ -183,7 +183,7 @@ fn conn_event(evd: &Evd, who: &str, kind: ConnectionEventKind) -> Res<Connection
 /// 12 bytes of RMR context and address, then `text`.
 fn pd_with_window(t: &RmrTriplet, text: &[u8]) -> Vec<u8> {
     let mut pd = Vec::new();
-    pd.extend_from_slice(&t.rmr_context.to_be_bytes());
+    pd.extend_from_slice(&t.rmr_context.0.to_be_bytes());
     pd.extend_from_slice(&t.virtual_address.to_be_bytes());
     pd.extend_from_slice(text);
     pd

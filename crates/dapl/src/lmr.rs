@@ -215,12 +215,12 @@ impl Lmr {
 
     /// Local key (`lmr_context`).
     pub fn lmr_context(&self) -> LmrContext {
-        self.0.context
+        LmrContext(self.0.context)
     }
 
     /// Remote key (`rmr_context`) for the whole LMR.
     pub fn rmr_context(&self) -> RmrContext {
-        self.0.context
+        RmrContext(self.0.context)
     }
 
     /// First registered address.
@@ -395,8 +395,8 @@ impl Lmr {
             registered_address: self.address(),
             registered_size: self.len() as u64,
             privileges: self.0.privs,
-            lmr_context: self.0.context,
-            rmr_context: self.0.context,
+            lmr_context: LmrContext(self.0.context),
+            rmr_context: RmrContext(self.0.context),
             pz_id: self.0.pz.0.id,
         })
     }

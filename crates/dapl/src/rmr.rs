@@ -126,10 +126,11 @@ impl Rmr {
         triplet: LmrTriplet,
         privs: MemPriv,
         ep: &Endpoint,
-        cookie: Cookie,
+        cookie: impl Into<Cookie>,
         flags: CompletionFlags,
     ) -> Result<RmrContext> {
         const OP: &str = "rmr_bind";
+        let cookie: Cookie = cookie.into();
         self.check(OP)?;
         if lmr.0.freed.load(Ordering::Acquire) {
             return err(
@@ -190,7 +191,7 @@ impl Rmr {
             let seg = ia
                 .memtable
                 .resolve_local(
-                    triplet.lmr_context,
+                    triplet.lmr_context.0,
                     triplet.virtual_address,
                     triplet.segment_length,
                     self.0.pz.0.id,
@@ -251,7 +252,7 @@ impl Rmr {
                 );
             }
         }
-        Ok(context)
+        Ok(RmrContext(context))
     }
 
     /// The remote buffer a peer uses for this binding (`None` when unbound).
@@ -274,7 +275,7 @@ impl Rmr {
             pz_id: self.0.pz.0.id,
             lmr_triplet: b.as_ref().map(|b| b.triplet),
             privileges: b.as_ref().map(|b| b.privs).unwrap_or(MemPriv::empty()),
-            rmr_context: b.as_ref().map(|b| b.context).unwrap_or(0),
+            rmr_context: RmrContext(b.as_ref().map_or(0, |b| b.context)),
         })
     }
 

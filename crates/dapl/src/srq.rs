@@ -200,8 +200,9 @@ impl Srq {
 
     /// Posts a receive buffer any endpoint on the SRQ may take (`dat_srq_post_recv`). Valid in
     /// every state; never blocks or allocates; `DAT_INSUFFICIENT_RESOURCES` when full.
-    pub fn post_recv(&self, iov: &[LmrTriplet], cookie: Cookie) -> Result<()> {
+    pub fn post_recv(&self, iov: &[LmrTriplet], cookie: impl Into<Cookie>) -> Result<()> {
         const OP: &str = "srq_post_recv";
+        let cookie: Cookie = cookie.into();
         self.check(OP)?;
         let ia = &self.0.pz.0.ia;
         let max_iov = self.0.max_recv_iov;

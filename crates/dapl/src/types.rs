@@ -153,8 +153,53 @@ pub enum DtoOp {
     RecvImmed = 9,
 }
 
-/// `DAT_DTO_COOKIE`: 64 opaque bits of the consumer's, returned in the completion.
-pub type Cookie = u64;
+/// A number of the consumer's or of the provider's that only means one thing: its own type,
+/// built from and compared with the plain integer, shown as DAT shows it.
+macro_rules! id_newtype {
+    ($(#[$m:meta])* $t:ident($int:ty), $fmt:literal) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        #[repr(transparent)]
+        pub struct $t(pub $int);
+
+        impl From<$int> for $t {
+            fn from(v: $int) -> Self {
+                $t(v)
+            }
+        }
+
+        impl From<$t> for $int {
+            fn from(v: $t) -> Self {
+                v.0
+            }
+        }
+
+        impl PartialEq<$int> for $t {
+            fn eq(&self, o: &$int) -> bool {
+                self.0 == *o
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, $fmt, self.0)
+            }
+        }
+
+        impl std::fmt::LowerHex for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::LowerHex::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+id_newtype!(
+    /// `DAT_DTO_COOKIE` / `DAT_RMR_COOKIE`: 64 opaque bits of the consumer's, returned in the
+    /// completion. Posting takes `impl Into<Cookie>`, so a plain `u64` does.
+    Cookie(u64),
+    "{:#x}"
+);
 
 /// `DAT_CONN_QUAL`: the service point's connection qualifier (a port, for the tcp link).
 pub type ConnQual = u64;
@@ -162,11 +207,33 @@ pub type ConnQual = u64;
 /// `DAT_VADDR`: a registered virtual address.
 pub type VAddr = u64;
 
-/// `DAT_LMR_CONTEXT`: the local key of an LMR.
-pub type LmrContext = u32;
+id_newtype!(
+    /// `DAT_LMR_CONTEXT`: the local key of an LMR (its own type, so it cannot be given where
+    /// a remote key is wanted):
+    ///
+    /// ```compile_fail
+    /// # use dapl::*;
+    /// let local = LmrContext(7);
+    /// let remote = RmrTriplet::new(local, 0, 8); // a local key is no remote key
+    /// ```
+    ///
+    /// ```
+    /// # use dapl::*;
+    /// let remote = RmrTriplet::new(RmrContext(7), 0, 8);
+    /// let same = RmrTriplet::new(7u32, 0, 8); // the plain integer converts
+    /// assert_eq!(remote, same);
+    /// assert_eq!(remote.rmr_context, 7);
+    /// assert_eq!(remote.rmr_context.to_string(), "rmr_context 0x7");
+    /// ```
+    LmrContext(u32),
+    "lmr_context {:#x}"
+);
 
-/// `DAT_RMR_CONTEXT`: the remote key (the iWARP STag) of an LMR or RMR.
-pub type RmrContext = u32;
+id_newtype!(
+    /// `DAT_RMR_CONTEXT`: the remote key (the iWARP STag) of an LMR or RMR.
+    RmrContext(u32),
+    "rmr_context {:#x}"
+);
 
 /// `DAT_LMR_TRIPLET`: one segment of a local I/O vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -181,9 +248,9 @@ pub struct LmrTriplet {
 
 impl LmrTriplet {
     /// A segment of `len` bytes at `va` in the LMR with `lmr_context`.
-    pub fn new(lmr_context: LmrContext, va: VAddr, len: u64) -> Self {
+    pub fn new(lmr_context: impl Into<LmrContext>, va: VAddr, len: u64) -> Self {
         LmrTriplet {
-            lmr_context,
+            lmr_context: lmr_context.into(),
             virtual_address: va,
             segment_length: len,
         }
@@ -203,9 +270,9 @@ pub struct RmrTriplet {
 
 impl RmrTriplet {
     /// A remote buffer of `len` bytes at `va` under `rmr_context`.
-    pub fn new(rmr_context: RmrContext, va: VAddr, len: u64) -> Self {
+    pub fn new(rmr_context: impl Into<RmrContext>, va: VAddr, len: u64) -> Self {
         RmrTriplet {
-            rmr_context,
+            rmr_context: rmr_context.into(),
             virtual_address: va,
             segment_length: len,
         }
@@ -219,7 +286,7 @@ impl RmrTriplet {
     /// the STag, tagged offset and length travel in iWARP headers.
     pub fn to_wire(&self) -> [u8; Self::WIRE_LEN] {
         let mut b = [0u8; Self::WIRE_LEN];
-        b[..4].copy_from_slice(&self.rmr_context.to_be_bytes());
+        b[..4].copy_from_slice(&self.rmr_context.0.to_be_bytes());
         b[4..12].copy_from_slice(&self.virtual_address.to_be_bytes());
         b[12..].copy_from_slice(&self.segment_length.to_be_bytes());
         b
@@ -232,7 +299,7 @@ impl RmrTriplet {
         let (ctx, rest) = b.split_at(4);
         let (va, len) = rest.split_at(8);
         Some(RmrTriplet {
-            rmr_context: u32::from_be_bytes(ctx.try_into().ok()?),
+            rmr_context: RmrContext(u32::from_be_bytes(ctx.try_into().ok()?)),
             virtual_address: u64::from_be_bytes(va.try_into().ok()?),
             segment_length: u64::from_be_bytes(len.try_into().ok()?),
         })

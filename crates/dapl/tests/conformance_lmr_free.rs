@@ -72,9 +72,9 @@ per_link_with!(
             .post_recv(&[inbox.triplet(0, 8)], 2, CompletionFlags::empty())
             .unwrap();
         let c = p.a.req_done();
-        assert_eq!((c.cookie, c.status), (1, DtoStatus::Success));
+        assert_eq!((c.cookie.0, c.status), (1, DtoStatus::Success));
         let c = p.a.req_done();
-        assert_eq!((c.cookie, c.status), (9, DtoStatus::Flushed));
+        assert_eq!((c.cookie.0, c.status), (9, DtoStatus::Flushed));
         p.a.expect_conn(ConnectionEventKind::Broken);
         assert!(sink.iter().all(|&b| b == 0x33), "freed memory was written");
         p.close();

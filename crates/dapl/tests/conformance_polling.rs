@@ -120,7 +120,7 @@ per_link!(rdma_reads_are_served_while_the_responder_polls, |link| {
             )
             .unwrap();
         let d = p.a.req_done();
-        assert_eq!((d.status, d.cookie), (DtoStatus::Success, i));
+        assert_eq!((d.status, d.cookie.0), (DtoStatus::Success, i));
         assert_eq!(d.transferred_length, len);
     }
     stop.store(true, Ordering::Relaxed);
@@ -173,11 +173,11 @@ per_link!(one_poller_gets_every_message_of_three_connections, |link| {
                 assert_eq!(d.status, DtoStatus::Success);
                 assert_eq!(d.ep, eps[k].0);
                 let mut v = [0u8; 8];
-                buf.read(d.cookie as usize, &mut v).unwrap();
+                buf.read(d.cookie.0 as usize, &mut v).unwrap();
                 assert_eq!(u64::from_le_bytes(v), value);
                 assert!(got.insert(d.cookie), "buffer {} completed twice", d.cookie);
                 // The buffer goes up again for the next round.
-                let again = [buf.triplet(d.cookie, 8)];
+                let again = [buf.triplet(d.cookie.0, 8)];
                 eps[k]
                     .0
                     .post_recv(&again, d.cookie, CompletionFlags::empty())
@@ -213,9 +213,9 @@ per_link!(
         poll_empty(&p.a.recv_evd, POLL_FOR);
         let d = poll_event(&p.a.req_evd);
         let d = d.as_dto().unwrap();
-        assert_eq!((d.status, d.cookie), (DtoStatus::Success, 3));
+        assert_eq!((d.status, d.cookie.0), (DtoStatus::Success, 3));
         let r = receiver.join().unwrap();
-        assert_eq!((r.status, r.cookie), (DtoStatus::Success, 9));
+        assert_eq!((r.status, r.cookie.0), (DtoStatus::Success, 9));
         assert_eq!(r.transferred_length, LEN as u64);
         assert!(contents(&dst) == contents(&src), "the data arrived intact");
         p.close();
@@ -246,11 +246,11 @@ per_link!(
                 for n in 0..COUNT {
                     let (ev, _) = evd.wait(T, 1).unwrap().expect("a receive completion");
                     let d = ev.as_dto().unwrap().clone();
-                    assert_eq!((d.status, d.cookie % 64), (DtoStatus::Success, n % 64));
-                    let at = d.cookie % 64 * LEN;
+                    assert_eq!((d.status, d.cookie.0 % 64), (DtoStatus::Success, n % 64));
+                    let at = d.cookie.0 % 64 * LEN;
                     ep.post_recv(
                         &[dst.triplet(at, LEN)],
-                        d.cookie + 64,
+                        d.cookie.0 + 64,
                         CompletionFlags::empty(),
                     )
                     .unwrap();
@@ -279,7 +279,7 @@ per_link!(
             let (ev, _) = p.a.req_evd.wait(T, 1).unwrap().expect("a send completion");
             let d = ev.as_dto().unwrap();
             assert_eq!(d.status, DtoStatus::Success);
-            done = d.cookie + 1;
+            done = d.cookie.0 + 1;
         }
         receiver.join().unwrap();
         p.close();

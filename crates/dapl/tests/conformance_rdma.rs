@@ -152,7 +152,7 @@ fn hostile(
     assert_eq!(p.b.ep.state(), EpState::Disconnected);
 
     let r = p.b.recv_done();
-    assert_eq!((r.cookie, r.status), (500, DtoStatus::Flushed));
+    assert_eq!((r.cookie.0, r.status), (500, DtoStatus::Flushed));
 
     assert!(
         snapshot(&all) == before,
@@ -164,7 +164,7 @@ fn hostile(
         .post_rdma_write(&[la.triplet(0, 8)], 78, &remote, CompletionFlags::empty())
         .unwrap();
     let f = dto_now(&p.a.req_evd);
-    assert_eq!((f.cookie, f.status), (78, DtoStatus::Flushed));
+    assert_eq!((f.cookie.0, f.status), (78, DtoStatus::Flushed));
     p.a.ep
         .post_rdma_read(
             &[la.triplet(0, 8)],
@@ -174,12 +174,12 @@ fn hostile(
         )
         .unwrap();
     let f = dto_now(&p.a.req_evd);
-    assert_eq!((f.cookie, f.status), (79, DtoStatus::Flushed));
+    assert_eq!((f.cookie.0, f.status), (79, DtoStatus::Flushed));
     p.b.ep
         .post_recv(&[lb_recv.triplet(0, 8)], 501, CompletionFlags::empty())
         .unwrap();
     let f = dto_now(&p.b.recv_evd);
-    assert_eq!((f.cookie, f.status), (501, DtoStatus::Flushed));
+    assert_eq!((f.cookie.0, f.status), (501, DtoStatus::Flushed));
     assert!(snapshot(&all) == before, "flushed DTOs changed memory");
 
     // Disconnecting a broken connection is a no-op, and the end was reported once.
@@ -273,7 +273,7 @@ fn with_busy_responder<R>(p: &Pair, body: impl FnOnce() -> R) -> R {
         }
     }
     let c = p.b.req_done();
-    assert_eq!((c.cookie, c.status), (0xD0D0, DtoStatus::Success));
+    assert_eq!((c.cookie.0, c.status), (0xD0D0, DtoStatus::Success));
     r
 }
 
@@ -299,7 +299,7 @@ per_link!(rdma_write_gathers_segments_in_order, |link| {
         .unwrap();
     let c = p.a.req_done();
     assert_eq!(
-        (c.cookie, c.status, c.operation, c.transferred_length),
+        (c.cookie.0, c.status, c.operation, c.transferred_length),
         (11, DtoStatus::Success, DtoOp::RdmaWrite, 22)
     );
     eventually("the write is placed", || {
@@ -334,7 +334,7 @@ per_link!(
             .unwrap();
         let c = p.a.req_done();
         assert_eq!(
-            (c.cookie, c.status, c.operation, c.transferred_length),
+            (c.cookie.0, c.status, c.operation, c.transferred_length),
             (12, DtoStatus::Success, DtoOp::RdmaRead, 25)
         );
         assert_eq!(la.to_vec(0, 10).unwrap(), &data[0..10]); // full
@@ -364,7 +364,7 @@ per_link!(transferred_length_equals_bytes_moved, |link| {
             )
             .unwrap();
         let w = p.a.req_done();
-        assert_eq!((w.cookie, w.status), (2 * i, DtoStatus::Success));
+        assert_eq!((w.cookie.0, w.status), (2 * i, DtoStatus::Success));
         assert_eq!(w.transferred_length, len, "write of {len}");
         // Read into an iov larger than the remote buffer: the remote length moves.
         p.a.ep
@@ -376,7 +376,7 @@ per_link!(transferred_length_equals_bytes_moved, |link| {
             )
             .unwrap();
         let r = p.a.req_done();
-        assert_eq!((r.cookie, r.status), (2 * i + 1, DtoStatus::Success));
+        assert_eq!((r.cookie.0, r.status), (2 * i + 1, DtoStatus::Success));
         assert_eq!(r.transferred_length, len, "read of {len}");
     }
     p.close();
@@ -421,7 +421,7 @@ per_link!(rdma_read_on_disconnected_ep_is_flushed_at_once, |link| {
             .unwrap();
         let c = dto_now(&p.a.req_evd);
         assert_eq!(
-            (c.cookie, c.status, c.operation),
+            (c.cookie.0, c.status, c.operation),
             (cookie, DtoStatus::Flushed, DtoOp::RdmaRead)
         );
         assert_eq!(c.ep, p.a.ep);
@@ -437,7 +437,7 @@ per_link!(rdma_read_on_disconnected_ep_is_flushed_at_once, |link| {
         .unwrap();
     let c = dto_now(&p.a.req_evd);
     assert_eq!(
-        (c.cookie, c.status, c.operation),
+        (c.cookie.0, c.status, c.operation),
         (7, DtoStatus::Flushed, DtoOp::RdmaWrite)
     );
     assert_eq!(la.to_vec(0, 64).unwrap(), vec![0x44; 64]);
@@ -531,7 +531,7 @@ per_link!(rdma_read_in_pending_states_is_invalid_state, |link| {
     b.ep.post_recv(&[lb.triplet(0, 64)], 3, CompletionFlags::empty())
         .unwrap();
     let s = a.req_done();
-    assert_eq!((s.cookie, s.status), (9, DtoStatus::Success));
+    assert_eq!((s.cookie.0, s.status), (9, DtoStatus::Success));
     assert_eq!(b.recv_done().status, DtoStatus::Success);
     assert_eq!(lb.to_vec(0, 4).unwrap(), b"late");
     a.expect_conn(ConnectionEventKind::Disconnected);
@@ -716,9 +716,9 @@ per_link!(
                 let nb = filled(&p.b.pz, 4096, MemPriv::ALL, 0xA5);
                 let good = target.rmr_triplet(0, 64);
                 let ctx = match variant {
-                    0 => good.rmr_context ^ 0x01,
-                    1 => 0,
-                    2 => u32::MAX,
+                    0 => RmrContext(good.rmr_context.0 ^ 0x01),
+                    1 => RmrContext(0),
+                    2 => RmrContext(u32::MAX),
                     _ => stale_ctx,
                 };
                 assert_ne!(ctx, target.rmr_context());
@@ -816,7 +816,7 @@ per_link!(
                 let t = match case {
                     0 => src.rmr_triplet(4096 - 32, 64),
                     1 => RmrTriplet::new(src.rmr_context(), u64::MAX - 16, 64),
-                    _ => RmrTriplet::new(src.rmr_context() ^ 0x01, src.address(), 64),
+                    _ => RmrTriplet::new(src.rmr_context().0 ^ 0x01, src.address(), 64),
                 };
                 (t, vec![src, nb])
             });
@@ -863,7 +863,7 @@ per_link!(dtos_queued_behind_a_refused_write_are_flushed, |link| {
     let la = p.a.lmr(4096);
     la.write(0, b"first").unwrap();
     let lb = filled(&p.b.pz, 4096, MemPriv::ALL, 0x5A);
-    let bad = RmrTriplet::new(lb.rmr_context() ^ 0x01, lb.address(), 16);
+    let bad = RmrTriplet::new(lb.rmr_context().0 ^ 0x01, lb.address(), 16);
     // A send the peer has no buffer for yet holds the queue; the bad write and two more DTOs
     // queue behind it.
     p.a.ep
@@ -893,10 +893,10 @@ per_link!(dtos_queued_behind_a_refused_write_are_flushed, |link| {
         .post_recv(&[lr.triplet(0, 64)], 10, CompletionFlags::empty())
         .unwrap();
     let s = p.a.req_done();
-    assert_eq!((s.cookie, s.status), (1, DtoStatus::Success));
+    assert_eq!((s.cookie.0, s.status), (1, DtoStatus::Success));
     let r = p.b.recv_done();
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length),
+        (r.cookie.0, r.status, r.transferred_length),
         (10, DtoStatus::Success, 5)
     );
     let w = p.a.req_done();
@@ -906,10 +906,10 @@ per_link!(dtos_queued_behind_a_refused_write_are_flushed, |link| {
         let f = p.a.req_done();
         if cookie == 3 && !completes_at_peer(link) {
             // Written to TCP before the peer's Terminate came back.
-            assert_eq!(f.cookie, 3);
+            assert_eq!(f.cookie.0, 3);
             assert!(matches!(f.status, DtoStatus::Success | DtoStatus::Flushed));
         } else {
-            assert_eq!((f.cookie, f.status), (cookie, DtoStatus::Flushed));
+            assert_eq!((f.cookie.0, f.status), (cookie, DtoStatus::Flushed));
         }
     }
     assert_eq!(lb.to_vec(0, 4096).unwrap(), vec![0x5A; 4096]);
@@ -1015,7 +1015,7 @@ per_link!(rdma_reads_beyond_ord_wait_and_complete_in_order, |link| {
             for i in 0..N {
                 let c = p.a.req_done();
                 assert_eq!(
-                    (c.cookie, c.status, c.operation, c.transferred_length),
+                    (c.cookie.0, c.status, c.operation, c.transferred_length),
                     (round * N + i, DtoStatus::Success, DtoOp::RdmaRead, 64),
                     "read {i} of round {round}"
                 );
@@ -1036,7 +1036,7 @@ per_link!(rdma_reads_beyond_ord_wait_and_complete_in_order, |link| {
     }
     for i in 0..N {
         let c = p.a.req_done();
-        assert_eq!((c.cookie, c.status), (i, DtoStatus::Success));
+        assert_eq!((c.cookie.0, c.status), (i, DtoStatus::Success));
     }
     for i in 0..N {
         assert_eq!(
@@ -1086,7 +1086,7 @@ per_link!(rdma_reads_within_negotiated_ord_under_load, |link| {
             }
             for i in 0..N {
                 let c = p.a.req_done();
-                assert_eq!((c.cookie, c.status), (i, DtoStatus::Success));
+                assert_eq!((c.cookie.0, c.status), (i, DtoStatus::Success));
                 // Completed in order: this read's data is in place now.
                 assert_eq!(
                     sink.to_vec(64 * i as usize, 64).unwrap(),
@@ -1138,18 +1138,18 @@ per_link!(barrier_fence_send_waits_for_earlier_rdma_read, |link| {
                 .unwrap();
             let first = p.a.req_done();
             assert_eq!(
-                (first.cookie, first.operation, first.status),
+                (first.cookie.0, first.operation, first.status),
                 (2 * i, DtoOp::RdmaRead, DtoStatus::Success),
                 "the read completes before the fenced send"
             );
             let second = p.a.req_done();
             assert_eq!(
-                (second.cookie, second.operation, second.status),
+                (second.cookie.0, second.operation, second.status),
                 (2 * i + 1, DtoOp::Send, DtoStatus::Success)
             );
             let r = p.b.recv_done();
             assert_eq!(
-                (r.cookie, r.status, r.transferred_length),
+                (r.cookie.0, r.status, r.transferred_length),
                 (i, DtoStatus::Success, 64)
             );
             assert_eq!(
@@ -1202,7 +1202,7 @@ per_link!(
         }
         for i in 0..ROUNDS {
             let r = p.b.recv_done();
-            assert_eq!((r.cookie, r.status), (i as u64, DtoStatus::Success));
+            assert_eq!((r.cookie.0, r.status), (i as u64, DtoStatus::Success));
             // The write posted before this send is in place the moment the receive completes.
             assert_eq!(
                 lb.to_vec(64 * i, 64).unwrap(),
@@ -1310,7 +1310,7 @@ per_link!(connect_without_listener_is_non_peer_rejected, |link| {
     assert_eq!(a.ep.state(), EpState::Disconnected);
     // A receive posted before the attempt is flushed.
     let r = a.recv_done();
-    assert_eq!((r.cookie, r.status), (1, DtoStatus::Flushed));
+    assert_eq!((r.cookie.0, r.status), (1, DtoStatus::Flushed));
     no_event(&a.conn_evd, "one event per attempt");
     a.close();
 });
@@ -1751,11 +1751,11 @@ per_link!(
         } else {
             assert!(matches!(s.status, DtoStatus::Success | DtoStatus::Flushed));
         }
-        assert_eq!((s.cookie, s.operation), (200, DtoOp::Send));
+        assert_eq!((s.cookie.0, s.operation), (200, DtoOp::Send));
         for i in 0..3u64 {
             let r = p.b.recv_done();
             assert_eq!(
-                (r.cookie, r.status, r.operation),
+                (r.cookie.0, r.status, r.operation),
                 (100 + i, DtoStatus::Flushed, DtoOp::Receive)
             );
         }
@@ -2198,7 +2198,7 @@ per_link!(ia_close_abrupt_with_connected_ep_disconnects_peer, |link| {
     expect_conn_end(&b);
     assert_eq!(b.ep.state(), EpState::Disconnected);
     let r = b.recv_done();
-    assert_eq!((r.cookie, r.status), (9, DtoStatus::Flushed));
+    assert_eq!((r.cookie.0, r.status), (9, DtoStatus::Flushed));
     // Every object of the closed IA is gone.
     expect_err(a.ep.query(), ErrorType::InvalidHandle);
     expect_err(a.pz.lmr_allocate(8, MemPriv::ALL), ErrorType::InvalidHandle);
@@ -2496,7 +2496,7 @@ per_link!(ia_attributes_reflect_enforced_limits, |link| {
         .post_rdma_write(&segs[..n], 2, &remote, CompletionFlags::empty())
         .unwrap();
     let c = p.a.req_done();
-    assert_eq!((c.cookie, c.status), (2, DtoStatus::Success));
+    assert_eq!((c.cookie.0, c.status), (2, DtoStatus::Success));
     assert_eq!(c.transferred_length, 8 * n as u64);
     // EP attributes above the IA's limits.
     for bad in [
@@ -2737,12 +2737,12 @@ per_link!(rdma_posted_on_established_finds_peer_connected, |link| {
         let ca = a.req_done();
         let cb = b.req_done();
         assert_eq!(
-            (ca.cookie, ca.status),
+            (ca.cookie.0, ca.status),
             (i, DtoStatus::Success),
             "iteration {i}"
         );
         assert_eq!(
-            (cb.cookie, cb.status),
+            (cb.cookie.0, cb.status),
             (i, DtoStatus::Success),
             "iteration {i}"
         );

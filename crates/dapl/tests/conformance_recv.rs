@@ -66,7 +66,7 @@ fn sentinel_lmr(side: &Side, len: usize) -> Lmr {
 }
 
 /// Writes `data` at `off` in `lmr` and posts it as one send.
-fn send(side: &Side, lmr: &Lmr, off: usize, data: &[u8], cookie: Cookie, flags: CompletionFlags) {
+fn send(side: &Side, lmr: &Lmr, off: usize, data: &[u8], cookie: u64, flags: CompletionFlags) {
     lmr.write(off, data).unwrap();
     side.ep
         .post_send(&[lmr.triplet(off as u64, data.len() as u64)], cookie, flags)
@@ -198,7 +198,7 @@ per_link!(
         send(&p.a, &la, 0, msg, 1, CompletionFlags::empty());
         let r = p.b.recv_done();
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length, r.operation),
+            (r.cookie.0, r.status, r.transferred_length, r.operation),
             (42, DtoStatus::Success, 17, DtoOp::Receive)
         );
         assert_eq!(r.ep, p.b.ep);
@@ -223,12 +223,12 @@ per_link!(
         p.a.ep.post_send(&[], 3, CompletionFlags::empty()).unwrap();
         let r = p.b.recv_done();
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length, r.operation),
+            (r.cookie.0, r.status, r.transferred_length, r.operation),
             (9, DtoStatus::Success, 0, DtoOp::Receive)
         );
         let s = p.a.req_done();
         assert_eq!(
-            (s.cookie, s.status, s.transferred_length, s.operation),
+            (s.cookie.0, s.status, s.transferred_length, s.operation),
             (3, DtoStatus::Success, 0, DtoOp::Send)
         );
         // A zero-length receive is too small for any non-empty message.
@@ -236,7 +236,7 @@ per_link!(
         let la = p.a.lmr(64);
         send(&p.a, &la, 0, b"x", 4, CompletionFlags::empty());
         let r = p.b.recv_done();
-        assert_eq!((r.cookie, r.status), (10, DtoStatus::LocalLength));
+        assert_eq!((r.cookie.0, r.status), (10, DtoStatus::LocalLength));
         p.close();
     }
 );
@@ -257,7 +257,7 @@ per_link!(post_recv_message_larger_than_iov_is_length_error, |link| {
     send(&p.a, &la, 0, &[0x11; 32], 1, CompletionFlags::empty());
     let r = p.b.recv_done();
     assert_eq!(
-        (r.cookie, r.status, r.operation),
+        (r.cookie.0, r.status, r.operation),
         (5, DtoStatus::LocalLength, DtoOp::Receive)
     );
     // The iov's content is undefined, but nothing outside it may be touched.
@@ -283,7 +283,7 @@ per_link!(post_recv_on_disconnected_ep_is_flushed, |link| {
     // At once: already queued when post_recv returns.
     let r = dequeue_dto(&p.b.recv_evd);
     assert_eq!(
-        (r.cookie, r.status, r.operation),
+        (r.cookie.0, r.status, r.operation),
         (77, DtoStatus::Flushed, DtoOp::Receive)
     );
     assert_eq!(r.ep, p.b.ep);
@@ -313,7 +313,7 @@ per_link!(
         send(&p.a, &la, 0, b"early bird", 1, CompletionFlags::empty());
         let r = p.b.recv_done();
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length),
+            (r.cookie.0, r.status, r.transferred_length),
             (11, DtoStatus::Success, 10)
         );
         assert_eq!(lb.to_vec(0, 10).unwrap(), b"early bird");
@@ -337,7 +337,7 @@ per_link!(posted_recvs_are_flushed_on_local_disconnect, |link| {
     for i in 0..3u64 {
         let r = Side::dto(&p.b.recv_evd);
         assert_eq!(
-            (r.cookie, r.status, r.operation),
+            (r.cookie.0, r.status, r.operation),
             (100 + i, DtoStatus::Flushed, DtoOp::Receive)
         );
         assert_eq!(r.ep, p.b.ep);
@@ -361,7 +361,7 @@ per_link!(posted_recvs_are_flushed_on_peer_disconnect, |link| {
     p.b.expect_conn(ConnectionEventKind::Disconnected);
     for i in 0..3u64 {
         let r = Side::dto(&p.b.recv_evd);
-        assert_eq!((r.cookie, r.status), (200 + i, DtoStatus::Flushed));
+        assert_eq!((r.cookie.0, r.status), (200 + i, DtoStatus::Flushed));
     }
     assert_empty(&p.b.recv_evd);
     p.close();
@@ -407,7 +407,7 @@ per_link!(
         assert_wait_times_out(&p.b.recv_evd);
         let r = dequeue_dto(&p.b.recv_evd);
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length),
+            (r.cookie.0, r.status, r.transferred_length),
             (21, DtoStatus::Success, 5)
         );
         assert_eq!(lb.to_vec(0, 5).unwrap(), b"quiet");
@@ -417,7 +417,7 @@ per_link!(
             .unwrap();
         send(&p.a, &la, 0, b"loud", 2, CompletionFlags::empty());
         let r = p.b.recv_done();
-        assert_eq!((r.cookie, r.status), (22, DtoStatus::Success));
+        assert_eq!((r.cookie.0, r.status), (22, DtoStatus::Success));
         p.close();
     }
 );
@@ -588,7 +588,7 @@ per_link!(
     |link| {
         let p = Pair::new(link);
         let l = sentinel_lmr(&p.b, 4096);
-        let cookie: Cookie = 0x0123_4567_89AB_CDEF;
+        let cookie: u64 = 0x0123_4567_89AB_CDEF;
         let sgl = [l.triplet(0, 4), l.triplet(1000, 6), l.triplet(2000, 3)];
         p.b.ep
             .post_recv(&sgl, cookie, CompletionFlags::empty())
@@ -598,7 +598,7 @@ per_link!(
         send(&p.a, &la, 0, b"0123456789abc", 1, CompletionFlags::empty());
         let r = p.b.recv_done();
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length),
+            (r.cookie.0, r.status, r.transferred_length),
             (cookie, DtoStatus::Success, 13)
         );
         assert_eq!(l.to_vec(0, 4).unwrap(), b"0123");
@@ -654,12 +654,12 @@ per_link!(solicited_wait_ep_is_woken_only_by_solicited_sends, |link| {
         .expect("the solicited send wakes");
     let first = ev.as_dto().unwrap();
     assert_eq!(
-        (first.cookie, first.status, first.transferred_length, more),
+        (first.cookie.0, first.status, first.transferred_length, more),
         (1, DtoStatus::Success, 5, 1)
     );
     let second = p.b.recv_done();
     assert_eq!(
-        (second.cookie, second.status, second.transferred_length),
+        (second.cookie.0, second.status, second.transferred_length),
         (2, DtoStatus::Success, 6)
     );
     assert_eq!(lb.to_vec(64, 5).unwrap(), b"plain");
@@ -685,21 +685,21 @@ per_link!(
         send(&p.a, &la, 0, b"hush", 1, CompletionFlags::SUPPRESS);
         let r = p.b.recv_done();
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length),
+            (r.cookie.0, r.status, r.transferred_length),
             (0, DtoStatus::Success, 4)
         );
         assert_eq!(lb.to_vec(0, 4).unwrap(), b"hush");
         assert_wait_times_out(&p.a.req_evd);
         send(&p.a, &la, 64, b"talk", 2, CompletionFlags::empty());
         let s = p.a.req_done();
-        assert_eq!((s.cookie, s.status), (2, DtoStatus::Success));
+        assert_eq!((s.cookie.0, s.status), (2, DtoStatus::Success));
         assert_empty(&p.a.req_evd);
         // A suppressed send that fails (flushed) still completes.
         p.a.ep.disconnect(CloseFlags::Abrupt).unwrap();
         p.a.expect_conn(ConnectionEventKind::Disconnected);
         send(&p.a, &la, 0, b"gone", 3, CompletionFlags::SUPPRESS);
         let f = dequeue_dto(&p.a.req_evd);
-        assert_eq!((f.cookie, f.status), (3, DtoStatus::Flushed));
+        assert_eq!((f.cookie.0, f.status), (3, DtoStatus::Flushed));
         p.close();
     }
 );
@@ -724,7 +724,7 @@ per_link!(post_send_transferred_length_is_gathered_size, |link| {
         .unwrap();
     let s = p.a.req_done();
     assert_eq!(
-        (s.cookie, s.status, s.transferred_length, s.operation),
+        (s.cookie.0, s.status, s.transferred_length, s.operation),
         (5, DtoStatus::Success, 15, DtoOp::Send)
     );
     assert_eq!(s.ep, p.a.ep);
@@ -758,10 +758,10 @@ per_link!(post_send_completions_arrive_in_post_order, |link| {
     }
     for i in 0..n {
         let s = p.a.req_done();
-        assert_eq!((s.cookie, s.status), (1000 + i, DtoStatus::Success));
+        assert_eq!((s.cookie.0, s.status), (1000 + i, DtoStatus::Success));
         let r = p.b.recv_done();
         let msg = format!("message {i}");
-        assert_eq!((r.cookie, r.transferred_length), (i, msg.len() as u64));
+        assert_eq!((r.cookie.0, r.transferred_length), (i, msg.len() as u64));
         assert_eq!(
             lb.to_vec((i * 64) as usize, msg.len()).unwrap(),
             msg.as_bytes()
@@ -808,7 +808,7 @@ per_link!(
         assert_wait_times_out(&p.a.req_evd);
         let s = dequeue_dto(&p.a.req_evd);
         assert_eq!(
-            (s.cookie, s.status, s.transferred_length),
+            (s.cookie.0, s.status, s.transferred_length),
             (4, DtoStatus::Success, 3)
         );
         p.close();
@@ -836,7 +836,7 @@ per_link!(post_send_on_disconnected_ep_is_flushed, |link| {
         .unwrap();
     let s = dequeue_dto(&p.a.req_evd);
     assert_eq!(
-        (s.cookie, s.status, s.operation),
+        (s.cookie.0, s.status, s.operation),
         (31, DtoStatus::Flushed, DtoOp::Send)
     );
     assert_eq!(s.ep, p.a.ep);
@@ -877,12 +877,12 @@ per_link_with!(
         }
         for c in 1..=2 {
             let s = p.a.req_done();
-            assert_eq!((s.cookie, s.status), (c, DtoStatus::Success));
+            assert_eq!((s.cookie.0, s.status), (c, DtoStatus::Success));
         }
         for c in 0..2 {
             let r = p.b.recv_done();
             assert_eq!(
-                (r.cookie, r.status, r.transferred_length),
+                (r.cookie.0, r.status, r.transferred_length),
                 (c, DtoStatus::Success, 3)
             );
         }
@@ -919,12 +919,12 @@ per_link!(send_before_peer_posts_recv_waits_then_completes, |link| {
         .unwrap();
     let s = p.a.req_done();
     assert_eq!(
-        (s.cookie, s.status, s.transferred_length),
+        (s.cookie.0, s.status, s.transferred_length),
         (1, DtoStatus::Success, 8)
     );
     let r = p.b.recv_done();
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length),
+        (r.cookie.0, r.status, r.transferred_length),
         (2, DtoStatus::Success, 8)
     );
     assert_eq!(lb.to_vec(0, 9).unwrap(), b"patience\xAA");
@@ -956,7 +956,7 @@ per_link!(
         );
         let r = Side::dto(&s.recv_evds[1]);
         assert_eq!(
-            (r.cookie, r.status, r.transferred_length, r.operation),
+            (r.cookie.0, r.status, r.transferred_length, r.operation),
             (0, DtoStatus::Success, 9, DtoOp::Receive)
         );
         assert_eq!(r.ep, s.eps[1]);
@@ -971,7 +971,7 @@ per_link!(
             CompletionFlags::empty(),
         );
         let r = Side::dto(&s.recv_evds[0]);
-        assert_eq!((r.cookie, r.transferred_length), (1, 10));
+        assert_eq!((r.cookie.0, r.transferred_length), (1, 10));
         assert_eq!(r.ep, s.eps[0]);
         assert_empty(&s.recv_evds[1]);
         assert_eq!(l.to_vec(0, 9).unwrap(), b"to ep one");
@@ -1008,7 +1008,7 @@ per_link!(srq_completions_keep_per_connection_order, |link| {
     for _ in 0..2 * n {
         let r = Side::dto(&s.recv_evds[0]);
         assert_eq!((r.status, r.transferred_length), (DtoStatus::Success, 2));
-        let msg = l.to_vec((r.cookie * 64) as usize, 2).unwrap();
+        let msg = l.to_vec((r.cookie.0 * 64) as usize, 2).unwrap();
         let k = msg[0] as usize;
         assert_eq!(r.ep, s.eps[k], "completion on the EP whose peer sent it");
         assert_eq!(msg[1], next[k], "per-connection order on EP {k}");
@@ -1030,7 +1030,7 @@ per_link!(srq_post_recv_scatters_and_takes_zero_length, |link| {
     send(&s.peers[0], &lp, 0, b"srqdata", 1, CompletionFlags::empty());
     let r = Side::dto(&s.recv_evds[0]);
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length),
+        (r.cookie.0, r.status, r.transferred_length),
         (1, DtoStatus::Success, 7)
     );
     let mut want = vec![SENTINEL; 4096];
@@ -1043,7 +1043,7 @@ per_link!(srq_post_recv_scatters_and_takes_zero_length, |link| {
         .unwrap();
     let r = Side::dto(&s.recv_evds[0]);
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length),
+        (r.cookie.0, r.status, r.transferred_length),
         (2, DtoStatus::Success, 0)
     );
     s.close();
@@ -1629,7 +1629,7 @@ per_link_with!(
         let la = p.a.lmr(64);
         send(&p.a, &la, 0, b"nobody", 1, CompletionFlags::empty());
         let s = p.a.req_done();
-        assert_eq!((s.cookie, s.status), (1, DtoStatus::Success));
+        assert_eq!((s.cookie.0, s.status), (1, DtoStatus::Success));
         let b_end =
             p.b.conn_evd
                 .wait(T, 1)

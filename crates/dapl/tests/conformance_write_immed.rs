@@ -69,7 +69,7 @@ fn write_immed(
     data: &[u8],
     dst: &RmrTriplet,
     immediate: u32,
-    cookie: Cookie,
+    cookie: u64,
     flags: CompletionFlags,
 ) {
     src.write(off, data).unwrap();
@@ -86,9 +86,9 @@ fn write_immed(
 
 /// A completion of the initiator's write with immediate data.
 #[track_caller]
-fn assert_write_immed_done(c: &DtoCompletion, cookie: Cookie, status: DtoStatus, len: u64) {
+fn assert_write_immed_done(c: &DtoCompletion, cookie: u64, status: DtoStatus, len: u64) {
     assert_eq!(
-        (c.cookie, c.status, c.operation, c.immediate),
+        (c.cookie.0, c.status, c.operation, c.immediate),
         (cookie, status, DtoOp::RdmaWriteImmed, None)
     );
     if status == DtoStatus::Success {
@@ -98,10 +98,10 @@ fn assert_write_immed_done(c: &DtoCompletion, cookie: Cookie, status: DtoStatus,
 
 /// A receive completed by a peer's write with immediate data.
 #[track_caller]
-fn assert_recv_immed(c: &DtoCompletion, cookie: Cookie, immediate: u32, len: u64) {
+fn assert_recv_immed(c: &DtoCompletion, cookie: u64, immediate: u32, len: u64) {
     assert_eq!(
         (
-            c.cookie,
+            c.cookie.0,
             c.status,
             c.operation,
             c.immediate,
@@ -284,25 +284,25 @@ per_link!(write_immed_and_sends_take_receives_in_order, |link| {
 
     let r = p.b.recv_done();
     assert_eq!(
-        (r.cookie, r.operation, r.transferred_length, r.immediate),
+        (r.cookie.0, r.operation, r.transferred_length, r.immediate),
         (100, DtoOp::Receive, 6, None)
     );
     assert_recv_immed(&p.b.recv_done(), 101, 0x11, 2);
     assert_recv_immed(&p.b.recv_done(), 102, 0x22, 0);
     let r = p.b.recv_done();
     assert_eq!(
-        (r.cookie, r.operation, r.transferred_length, r.immediate),
+        (r.cookie.0, r.operation, r.transferred_length, r.immediate),
         (103, DtoOp::Receive, 6, None)
     );
     assert_eq!(lb_recv.to_vec(0, 6).unwrap(), b"send-0");
     assert_eq!(lb_recv.to_vec(64, 128).unwrap(), vec![SENTINEL; 128]);
     assert_eq!(lb_recv.to_vec(192, 6).unwrap(), b"send-3");
     assert_eq!(lb.to_vec(0, 3).unwrap(), b"w1\xAA");
-    let ops: Vec<(Cookie, DtoOp)> = (0..4)
+    let ops: Vec<(u64, DtoOp)> = (0..4)
         .map(|_| {
             let c = p.a.req_done();
             assert_eq!(c.status, DtoStatus::Success);
-            (c.cookie, c.operation)
+            (c.cookie.0, c.operation)
         })
         .collect();
     assert_eq!(
@@ -384,7 +384,7 @@ per_link_with!(
         p.b.ep.post_recv(&[], 2, CompletionFlags::empty()).unwrap();
         let r = dequeue_dto(&p.b.recv_evd);
         assert_eq!(
-            (r.cookie, r.status, r.operation, r.immediate),
+            (r.cookie.0, r.status, r.operation, r.immediate),
             (2, DtoStatus::Flushed, DtoOp::Receive, None)
         );
         p.close();
@@ -668,7 +668,7 @@ per_link!(
         };
         write_immed(&p.a, &la, 0, b"denied", &lb.rmr_triplet(0, 6), 3, 7, flags);
         let c = p.a.req_done();
-        assert_eq!((c.cookie, c.operation), (7, DtoOp::RdmaWriteImmed));
+        assert_eq!((c.cookie.0, c.operation), (7, DtoOp::RdmaWriteImmed));
         if completes_at_peer(link) {
             assert_eq!(c.status, DtoStatus::RemoteAccess);
         } else {
@@ -682,7 +682,7 @@ per_link!(
         p.b.expect_conn(ConnectionEventKind::Broken);
         let r = p.b.recv_done();
         assert_eq!(
-            (r.cookie, r.status, r.operation, r.immediate),
+            (r.cookie.0, r.status, r.operation, r.immediate),
             (1, DtoStatus::Flushed, DtoOp::Receive, None)
         );
         assert_eq!(lb.to_vec(0, 64).unwrap(), vec![SENTINEL; 64]);

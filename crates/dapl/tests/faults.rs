@@ -25,7 +25,7 @@ fn completions(evd: &Evd, n: usize) -> HashMap<u64, DtoStatus> {
     while got.len() < n {
         let c = Side::dto(evd);
         assert!(
-            got.insert(c.cookie, c.status).is_none(),
+            got.insert(c.cookie.0, c.status).is_none(),
             "cookie {} completed twice",
             c.cookie
         );
@@ -139,7 +139,7 @@ per_link!(a_delayed_connection_delivers_everything_in_order, |link| {
     }
     let got = completions(&p.a.req_evd, 4);
     assert!(got.values().all(|s| *s == DtoStatus::Success), "{got:?}");
-    let order: Vec<u64> = (0..4).map(|_| p.b.recv_done().cookie).collect();
+    let order: Vec<u64> = (0..4).map(|_| p.b.recv_done().cookie.0).collect();
     assert_eq!(order, [100, 101, 102, 103]);
     for k in 0..4u64 {
         assert_eq!(

@@ -40,7 +40,7 @@ per_link!(
         drop(ep);
         // Flushed to its EVD as ep_free flushes; the event names the freed endpoint.
         let d = Side::dto(&recv_evd);
-        assert_eq!((d.cookie, d.status), (7, DtoStatus::Flushed));
+        assert_eq!((d.cookie.0, d.status), (7, DtoStatus::Flushed));
         expect_err(d.ep.query(), ErrorType::InvalidHandle);
         drop(d);
         // The peer sees the connection end.
@@ -135,7 +135,7 @@ per_link!(
         let evd = cno.wait(T).unwrap().expect("the receive triggers the CNO");
         assert_eq!(evd.id(), recv_id);
         let got = Side::dto(&evd);
-        assert_eq!((got.cookie, got.transferred_length), (1, 10));
+        assert_eq!((got.cookie.0, got.transferred_length), (1, 10));
         assert_eq!(inbox.to_vec(0, 10).unwrap(), b"still here");
         drop((evd, got));
         ep.free().unwrap();

@@ -14,12 +14,12 @@ per_link!(send_write_read_roundtrip, |link| {
         .unwrap();
     let s = p.a.req_done();
     assert_eq!(
-        (s.cookie, s.status, s.transferred_length, s.operation),
+        (s.cookie.0, s.status, s.transferred_length, s.operation),
         (1, DtoStatus::Success, 4, DtoOp::Send)
     );
     let r = p.b.recv_done();
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length, r.operation),
+        (r.cookie.0, r.status, r.transferred_length, r.operation),
         (7, DtoStatus::Success, 4, DtoOp::Receive)
     );
     assert_eq!(lb.to_vec(0, 4).unwrap(), b"ping");

@@ -30,7 +30,7 @@ fn send(b: &Side, src: &Lmr, n: u64) {
 /// Checks a completion on `a`: receive `n`, carrying `n`; its buffer goes up again.
 fn took(a: &Side, dst: &Lmr, ev: Event, n: u64) {
     let d = ev.as_dto().unwrap();
-    assert_eq!((d.status, d.cookie), (DtoStatus::Success, n));
+    assert_eq!((d.status, d.cookie.0), (DtoStatus::Success, n));
     let slot = n % 64 * 8;
     let mut v = [0u8; 8];
     dst.read(slot as usize, &mut v).unwrap();

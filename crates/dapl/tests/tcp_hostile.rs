@@ -92,9 +92,9 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
         ConnectionEventKind::Established
     );
     drop(psp);
-    let writable = (w.rmr_context(), w.address());
-    let unreadable = (nr.rmr_context(), nr.address());
-    let big_key = (big.rmr_context(), big.address());
+    let writable = (w.rmr_context().0, w.address());
+    let unreadable = (nr.rmr_context().0, nr.address());
+    let big_key = (big.rmr_context().0, big.address());
     (
         Target {
             ia,
@@ -146,7 +146,7 @@ fn check_broken_and_untouched(t: Target, before: Vec<Vec<u8>>, recv_status: DtoS
     assert_eq!(t.ep.state(), EpState::Disconnected);
     let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     let d = ev.as_dto().unwrap();
-    assert_eq!((d.cookie, d.status), (1, recv_status));
+    assert_eq!((d.cookie.0, d.status), (1, recv_status));
     assert!(snapshot(&t) == before, "registered memory changed");
     t.ia.close(CloseFlags::Abrupt).unwrap();
 }
@@ -377,7 +377,7 @@ fn hostile_half_received_send_leaves_its_receive_flushed_on_local_disconnect() {
     t.ep.disconnect(CloseFlags::Abrupt).unwrap();
     let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     let d = ev.as_dto().unwrap();
-    assert_eq!((d.cookie, d.status), (1, DtoStatus::Flushed));
+    assert_eq!((d.cookie.0, d.status), (1, DtoStatus::Flushed));
     t.ia.close(CloseFlags::Abrupt).unwrap();
 }
 
@@ -446,7 +446,7 @@ fn large_write_arriving_in_pieces_is_placed_exactly_and_the_stream_stays_in_step
     let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     let d = ev.as_dto().unwrap();
     assert_eq!(
-        (d.cookie, d.status, d.transferred_length),
+        (d.cookie.0, d.status, d.transferred_length),
         (1, DtoStatus::Success, 15)
     );
     want[2][..15].copy_from_slice(b"after the write");

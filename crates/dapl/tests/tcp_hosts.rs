@@ -56,7 +56,7 @@ fn server(ip: &str, qual: u64) {
     let cr = ev.as_cr_arrival().unwrap().cr.clone();
     let t = window.rmr_triplet(0, SIZE as u64);
     let mut pd = Vec::new();
-    pd.extend_from_slice(&t.rmr_context.to_be_bytes());
+    pd.extend_from_slice(&t.rmr_context.0.to_be_bytes());
     pd.extend_from_slice(&t.virtual_address.to_be_bytes());
     cr.accept(Some(&s.ep), &pd).unwrap();
     assert_eq!(
@@ -65,7 +65,7 @@ fn server(ip: &str, qual: u64) {
     );
     let r = dto(&s.recv_evd);
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length),
+        (r.cookie.0, r.status, r.transferred_length),
         (1, DtoStatus::Success, SIZE as u64)
     );
     assert!(
@@ -113,10 +113,10 @@ fn client(local: &str, server_ip: &str, qual: u64) {
     )
     .unwrap();
     let w = dto(req);
-    assert_eq!((w.cookie, w.status), (1, DtoStatus::Success));
+    assert_eq!((w.cookie.0, w.status), (1, DtoStatus::Success));
     let r = dto(req);
     assert_eq!(
-        (r.cookie, r.status, r.transferred_length),
+        (r.cookie.0, r.status, r.transferred_length),
         (2, DtoStatus::Success, SIZE as u64)
     );
     assert!(
@@ -127,7 +127,7 @@ fn client(local: &str, server_ip: &str, qual: u64) {
     ep.post_send(&[out.triplet(0, SIZE as u64)], 3, CompletionFlags::empty())
         .unwrap();
     let s = dto(req);
-    assert_eq!((s.cookie, s.status), (3, DtoStatus::Success));
+    assert_eq!((s.cookie.0, s.status), (3, DtoStatus::Success));
     // Graceful: the send is on its way before the FIN.
     ep.disconnect(CloseFlags::Graceful).unwrap();
     assert_eq!(conn_event(conn).kind, ConnectionEventKind::Disconnected);

@@ -222,7 +222,7 @@ fn queued_reads_then_free(unmap: bool) {
                     sink_stag: 0x0102_0304,
                     sink_to: 0,
                     size: LEN as u32,
-                    source_stag: t.lmr.rmr_context(),
+                    source_stag: t.lmr.rmr_context().0,
                     source_to: t.lmr.address(),
                 },
             },
@@ -279,7 +279,7 @@ fn lmr_free_during_a_large_write_places_nothing_after_it_and_terminates_invalid_
         &enc,
         Segment::Write {
             last: true,
-            stag: t.lmr.rmr_context(),
+            stag: t.lmr.rmr_context().0,
             to: t.lmr.address(),
             payload: &payload,
         },

@@ -543,7 +543,7 @@ impl Client {
             _ => {}
         }
         let me = PeerBuf {
-            ctx: c.lmr.rmr_context(),
+            ctx: c.lmr.rmr_context().0,
             va: c.lmr.address(),
             data_len: c.data_len,
         };
@@ -716,7 +716,7 @@ fn client_bw(c: &Conn) -> Result<Sample> {
         } else if d.operation == DtoOp::Receive {
             bail!("unexpected receive (cookie {})", d.cookie);
         } else {
-            completed = completed.max(d.cookie);
+            completed = completed.max(d.cookie.0);
         }
     }
     let secs = t0.elapsed().as_secs_f64();
@@ -873,7 +873,7 @@ fn serve_conn(c: &Conn, cr: &ConnectionRequest) -> Result<()> {
         c.ep.post_recv(&[c.dst()], i, CompletionFlags::empty())?;
     }
     let me = PeerBuf {
-        ctx: c.lmr.rmr_context(),
+        ctx: c.lmr.rmr_context().0,
         va: c.lmr.address(),
         data_len: c.data_len,
     };

@@ -135,7 +135,7 @@ impl Run<'_> {
                         sink_stag: sink.stag,
                         sink_to: sink.real_addr(p.pieces[0].0),
                         size: p.size as u32,
-                        source_stag: p.remote.rmr_context,
+                        source_stag: p.remote.rmr_context.0,
                         source_to: p.remote.virtual_address,
                     },
                     "Read Request {i} differs from the posted read"
@@ -207,8 +207,8 @@ impl Run<'_> {
                 if recv && d.operation == DtoOp::RecvImmed {
                     assert_eq!(d.status, DtoStatus::Success, "RECV_IMMED is a success");
                     let imm = d.immediate.expect("RECV_IMMED carries the immediate data");
-                    self.immed_done.insert(d.cookie, imm);
-                    self.outcome.immediates.push((d.cookie, imm));
+                    self.immed_done.insert(d.cookie.0, imm);
+                    self.outcome.immediates.push((d.cookie.0, imm));
                 } else {
                     assert_eq!(
                         d.operation,
@@ -222,11 +222,13 @@ impl Run<'_> {
                 }
                 let posted = if recv { &self.recvs } else { &self.reads };
                 assert!(
-                    posted.iter().any(|p| p.cookie == d.cookie),
+                    posted.iter().any(|p| d.cookie == p.cookie),
                     "completion of DTO {} that was never posted",
                     d.cookie
                 );
-                let prev = self.done.insert(d.cookie, (d.status, d.transferred_length));
+                let prev = self
+                    .done
+                    .insert(d.cookie.0, (d.status, d.transferred_length));
                 assert!(
                     prev.is_none(),
                     "DTO {} completed twice: {prev:?}, then {:?}",
@@ -235,7 +237,7 @@ impl Run<'_> {
                 );
                 self.outcome
                     .completions
-                    .push((d.cookie, d.status, d.transferred_length));
+                    .push((d.cookie.0, d.status, d.transferred_length));
             }
         }
         while let Some(ev) = self.conn_evd.dequeue().expect("dequeue") {

@@ -70,7 +70,7 @@ impl Recorder {
         self.take()
             .into_iter()
             .filter_map(|u| match u {
-                Up::Done(c) => Some((c.queue, c.cookie, c.status)),
+                Up::Done(c) => Some((c.queue, c.cookie.0, c.status)),
                 Up::Event(_) => None,
             })
             .collect()
@@ -298,7 +298,7 @@ impl End {
     /// The remote triplet naming `len` bytes at `offset` of this end's region.
     pub(crate) fn remote(&self, offset: u64, len: u64) -> RmrTriplet {
         RmrTriplet {
-            rmr_context: self.stag,
+            rmr_context: self.stag.into(),
             virtual_address: self.region.addr() + offset,
             segment_length: len,
         }
@@ -467,7 +467,7 @@ impl Pair {
 pub(crate) fn send_wr(op: ReqOp, cookie: u64, segs: Segs, remote: RmrTriplet) -> SendWr {
     let total = segs.iter().map(|s| s.len as u64).sum();
     SendWr {
-        cookie,
+        cookie: cookie.into(),
         op,
         flags: CompletionFlags::empty(),
         segs,
@@ -483,7 +483,7 @@ pub(crate) fn send_wr(op: ReqOp, cookie: u64, segs: Segs, remote: RmrTriplet) ->
 pub(crate) fn recv_wr(cookie: u64, segs: Segs) -> RecvWr {
     let total = segs.iter().map(|s| s.len as u64).sum();
     RecvWr {
-        cookie,
+        cookie: cookie.into(),
         flags: CompletionFlags::empty(),
         segs,
         total,

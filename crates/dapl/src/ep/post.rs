@@ -41,7 +41,7 @@ impl EpInner {
             let seg = ia
                 .memtable
                 .resolve_local(
-                    t.lmr_context,
+                    t.lmr_context.0,
                     t.virtual_address,
                     t.segment_length,
                     pz_id,
@@ -124,10 +124,11 @@ impl Endpoint {
     pub fn post_recv(
         &self,
         iov: &[LmrTriplet],
-        cookie: Cookie,
+        cookie: impl Into<Cookie>,
         flags: CompletionFlags,
     ) -> Result<()> {
         const OP: &str = "ep_post_recv";
+        let cookie: Cookie = cookie.into();
         self.check_handle(OP)?;
         let ep = &self.0;
         if ep.srq.is_some() {
@@ -266,7 +267,7 @@ impl Endpoint {
             _ => {}
         }
         // Never 0: a byte-stream link puts it on the wire, where STag 0 is refused.
-        let sink_stag = iov.first().map(|t| t.lmr_context).unwrap_or(1).max(1);
+        let sink_stag = iov.first().map(|t| t.lmr_context.0).unwrap_or(1).max(1);
         let wr = SendWr {
             cookie,
             op: rop,
@@ -289,14 +290,14 @@ impl Endpoint {
     pub fn post_send(
         &self,
         iov: &[LmrTriplet],
-        cookie: Cookie,
+        cookie: impl Into<Cookie>,
         flags: CompletionFlags,
     ) -> Result<()> {
         self.post_request(
             "ep_post_send",
             ReqOp::Send,
             iov,
-            cookie,
+            cookie.into(),
             RmrTriplet::default(),
             flags,
         )
@@ -307,7 +308,7 @@ impl Endpoint {
     pub fn post_rdma_write(
         &self,
         iov: &[LmrTriplet],
-        cookie: Cookie,
+        cookie: impl Into<Cookie>,
         remote: &RmrTriplet,
         flags: CompletionFlags,
     ) -> Result<()> {
@@ -315,7 +316,7 @@ impl Endpoint {
             "ep_post_rdma_write",
             ReqOp::Write,
             iov,
-            cookie,
+            cookie.into(),
             *remote,
             flags,
         )
@@ -337,7 +338,7 @@ impl Endpoint {
     pub fn post_rdma_write_immed(
         &self,
         iov: &[LmrTriplet],
-        cookie: Cookie,
+        cookie: impl Into<Cookie>,
         remote: &RmrTriplet,
         immediate: u32,
         flags: CompletionFlags,
@@ -346,7 +347,7 @@ impl Endpoint {
             "ep_post_rdma_write_immed",
             ReqOp::WriteImmed(immediate),
             iov,
-            cookie,
+            cookie.into(),
             *remote,
             flags,
         )
@@ -359,7 +360,7 @@ impl Endpoint {
     pub fn post_rdma_read(
         &self,
         iov: &[LmrTriplet],
-        cookie: Cookie,
+        cookie: impl Into<Cookie>,
         remote: &RmrTriplet,
         flags: CompletionFlags,
     ) -> Result<()> {
@@ -367,7 +368,7 @@ impl Endpoint {
             "ep_post_rdma_read",
             ReqOp::Read,
             iov,
-            cookie,
+            cookie.into(),
             *remote,
             flags,
         )

@@ -239,7 +239,7 @@ fn break_flushes_in_flight_then_reads_then_queued_then_receives_and_ends_once() 
     let done: Vec<_> = ups
         .iter()
         .filter_map(|u| match u {
-            Up::Done(c) => Some((c.queue, c.cookie, c.status)),
+            Up::Done(c) => Some((c.queue, c.cookie.0, c.status)),
             _ => None,
         })
         .collect();
@@ -284,7 +284,7 @@ fn graceful_disconnect_finishes_outstanding_reads_then_ends_once() {
     let done: Vec<_> = ups
         .iter()
         .filter_map(|u| match u {
-            Up::Done(c) => Some((c.cookie, c.status)),
+            Up::Done(c) => Some((c.cookie.0, c.status)),
             _ => None,
         })
         .collect();

@@ -132,7 +132,7 @@ impl Qp {
                         sink_stag,
                         sink_to,
                         len,
-                        src_stag: remote.rmr_context,
+                        src_stag: remote.rmr_context.0,
                         src_to: remote.virtual_address,
                     });
                     match out {
@@ -175,14 +175,14 @@ impl Qp {
                             payload: Payload::Segs(&wr.segs),
                         }),
                         ReqOp::WriteImmed(immediate) => conn.transmit(OutMsg::WriteImmed {
-                            stag: wr.remote.rmr_context,
+                            stag: wr.remote.rmr_context.0,
                             to: wr.remote.virtual_address,
                             payload: Payload::Segs(&wr.segs),
                             immediate,
                             solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
                         }),
                         _ => conn.transmit(OutMsg::Write {
-                            stag: wr.remote.rmr_context,
+                            stag: wr.remote.rmr_context.0,
                             to: wr.remote.virtual_address,
                             payload: Payload::Segs(&wr.segs),
                         }),
