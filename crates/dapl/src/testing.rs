@@ -7,6 +7,8 @@
 //! - The tcp link's hand-off between its progress thread and a polling consumer
 //!   (docs/architecture.md, "Who makes progress"): [`handoff_state`] and
 //!   [`set_handoff_window`].
+//! - Revocation: [`hold_receives_into`] stops a socket receive into registered memory with its
+//!   access to the region counted, so a test can free the LMR while it is in flight.
 
 use std::time::Duration;
 
@@ -31,4 +33,31 @@ pub fn handoff_state(ia: &InterfaceAdapter) -> (bool, bool) {
 /// (4 ms unless set). Panics on another link.
 pub fn set_handoff_window(ia: &InterfaceAdapter, window: Duration) {
     ia.0.tcp_link().set_handoff_window(window);
+}
+
+/// Holds the next socket receive straight into the region at `addr` (an LMR's address: the tcp
+/// link's cut-through placement) after it entered the region and before it reads the socket,
+/// until the returned hold is released or dropped. One hold at a time in the process.
+pub fn hold_receives_into(addr: u64) -> ReceiveHold {
+    crate::mem::region::hold::arm(addr);
+    ReceiveHold(())
+}
+
+/// A hold made by [`hold_receives_into`].
+pub struct ReceiveHold(());
+
+impl ReceiveHold {
+    /// Waits up to `timeout` until a receive is held; true if one is.
+    pub fn wait_reached(&self, timeout: Duration) -> bool {
+        crate::mem::region::hold::wait_reached(timeout)
+    }
+
+    /// Lets the held receive go on.
+    pub fn release(self) {}
+}
+
+impl Drop for ReceiveHold {
+    fn drop(&mut self) {
+        crate::mem::region::hold::release();
+    }
 }

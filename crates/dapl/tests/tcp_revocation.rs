@@ -10,6 +10,9 @@
 //!   between: nothing of the second piece lands, the peer gets a Terminate (invalid STag) and
 //!   the endpoint ends BROKEN. (Each socket read of a cut-through Write re-checks the memory
 //!   table; revocation closes the window between that check and the read.)
+//! - the window itself: a cut-through socket read into the memory is held (`dapl::testing`)
+//!   after it entered the region; `lmr_free` does not return until it is let go, and nothing
+//!   lands after `lmr_free` returned.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -305,6 +308,75 @@ fn lmr_free_during_a_large_write_places_nothing_after_it_and_terminates_invalid_
         mem.all(POISON),
         "bytes of the write landed in memory after lmr_free"
     );
+    expect_broken(&t);
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+    mem.unmap();
+}
+
+#[test]
+fn lmr_free_waits_for_a_socket_read_into_the_memory_in_flight_and_nothing_lands_after_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const LEN: usize = 64 << 10;
+    let mem = Mapped::new(LEN, BEFORE);
+    let (t, mut s, enc) = setup(&mem, MemPriv::ALL, 4);
+    let hold = dapl::testing::hold_receives_into(t.lmr.address());
+    let payload = vec![0x11u8; 60 << 10];
+    let write = |payload: &[u8]| {
+        seg(
+            &enc,
+            Segment::Write {
+                last: true,
+                stag: t.lmr.rmr_context().0,
+                to: t.lmr.address(),
+                payload,
+            },
+        )
+    };
+    let bytes = write(&payload);
+    // The first piece starts the cut-through placement; its next socket read is held once it
+    // entered the region.
+    let first = 2 + 14 + 20_000;
+    s.write_all(&bytes[..first]).unwrap();
+    assert!(
+        hold.wait_reached(T.unwrap()),
+        "the cut-through socket read into the memory"
+    );
+    let freed = Arc::new(AtomicBool::new(false));
+    let free = {
+        let (lmr, freed) = (t.lmr.clone(), freed.clone());
+        std::thread::spawn(move || {
+            lmr.free().unwrap();
+            freed.store(true, Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !freed.load(Ordering::SeqCst),
+        "lmr_free returned while a socket read into the memory was in flight"
+    );
+    // The rest waits in the socket for the held read, which may place it: lmr_free has not
+    // returned yet.
+    s.write_all(&bytes[first..]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    hold.release();
+    free.join().unwrap();
+    assert!(freed.load(Ordering::SeqCst));
+    // Freed: from here on no byte may land.
+    mem.poison();
+    s.write_all(&write(&[0x22u8; 100])).unwrap();
+    let stream = read_to_end(&mut s, 1 << 20);
+    let mut dec = FpduDecoder::new(false);
+    dec.feed(&stream);
+    let u = dec.next_ulpdu().unwrap().expect("a Terminate").to_vec();
+    let Segment::Terminate { message, .. } = Segment::parse(&u).unwrap() else {
+        panic!("expected a Terminate");
+    };
+    assert_eq!(
+        message.cause,
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag)
+    );
+    assert!(mem.all(POISON), "bytes landed in memory after lmr_free");
     expect_broken(&t);
     t.ia.close(CloseFlags::Abrupt).unwrap();
     mem.unmap();

@@ -699,6 +699,10 @@ pub fn recv_scatter(fd: BorrowedFd<'_>, pieces: &[RecvPiece<'_>]) -> io::Result<
         accesses.push(p.mem.enter().ok_or_else(revoked_error)?);
         n += 1;
     }
+    #[cfg(feature = "testing")]
+    if let Some(p) = pieces.first() {
+        hold::point(p.mem.addr());
+    }
     let mut msg = msghdr(&mut iov[..n]);
     // SAFETY: every iovec points at a checked range of a live region (kept alive by the
     // caller's borrow, not revoked while `accesses` are held), valid for writes (type
@@ -730,6 +734,73 @@ impl Drop for RegionMemory {
 impl std::fmt::Debug for RegionMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RegionMemory({:#x}+{})", self.addr(), self.len)
+    }
+}
+
+/// Tests (feature "testing"): holds a scattered receive into one region after it entered the
+/// region (its access counted) and before its socket call, so a test can free the region with
+/// a receive in flight.
+#[cfg(feature = "testing")]
+pub(crate) mod hold {
+    use std::sync::{Condvar, Mutex, MutexGuard};
+    use std::time::{Duration, Instant};
+
+    struct State {
+        /// The region's address while armed.
+        addr: Option<u64>,
+        reached: bool,
+    }
+
+    static STATE: Mutex<State> = Mutex::new(State {
+        addr: None,
+        reached: false,
+    });
+    static CHANGED: Condvar = Condvar::new();
+
+    fn state() -> MutexGuard<'static, State> {
+        STATE.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds receives into the region at `addr` until [`release`].
+    pub(crate) fn arm(addr: u64) {
+        *state() = State {
+            addr: Some(addr),
+            reached: false,
+        };
+    }
+
+    /// Waits up to `timeout` until a receive is held; true if one is.
+    pub(crate) fn wait_reached(timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = state();
+        while !s.reached {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            s = CHANGED
+                .wait_timeout(s, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Lets the held receive (and later ones) go.
+    pub(crate) fn release() {
+        state().addr = None;
+        CHANGED.notify_all();
+    }
+
+    pub(super) fn point(addr: u64) {
+        let mut s = state();
+        if s.addr != Some(addr) {
+            return;
+        }
+        s.reached = true;
+        CHANGED.notify_all();
+        while s.addr == Some(addr) {
+            s = CHANGED.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
     }
 }
 
