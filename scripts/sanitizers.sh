@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Miri over the registered-memory unit tests, ThreadSanitizer over the threaded region tests
-# and the polling conformance tests, AddressSanitizer over the revocation tests
-# (docs/architecture.md, "Memory safety"). Needs a nightly toolchain with miri and rust-src;
+# Miri over the registered-memory unit tests, ThreadSanitizer over the threaded region tests,
+# the polling conformance tests and the handle-drop tests, AddressSanitizer over the
+# revocation tests (docs/architecture.md, "Memory safety"). Needs a nightly toolchain with miri and rust-src;
 # installs them with rustup when it can. One PASS/FAIL line per check (counted by
 # scripts/test.sh), SKIP if no nightly toolchain can be had.
 set -uo pipefail
@@ -45,6 +45,8 @@ tsan() {
 }
 check "tsan mem" tsan --lib mem::
 check "tsan conformance_polling" tsan --test conformance_polling
+# Counted handles: last drops racing in several threads (an EVD and the endpoint using it).
+check "tsan raii" tsan --test raii
 
 # AddressSanitizer: the memory a test lends (heap buffers) is freed right after the LMR's free;
 # any access by the provider after it is a use after free. (tcp_revocation.rs also unmaps.)

@@ -289,3 +289,40 @@ per_link!(
         nothing_lives(ia);
     }
 );
+
+once!(
+    an_evd_and_the_endpoint_using_it_dropped_at_once_in_two_threads_are_both_freed,
+    |link| {
+        // The EVD's last handle and its last user (the endpoint's release) race: one of the
+        // two must see both counts at zero and free it, whichever comes first.
+        let (ia, _) = InterfaceAdapter::open(link, 8).unwrap();
+        let pz = ia.pz_create().unwrap();
+        for _ in 0..300 {
+            let evd = ia.evd_create(4, None, EvdFlags::DTO).unwrap();
+            let conn = ia.evd_create(4, None, EvdFlags::CONNECTION).unwrap();
+            let ep = ia
+                .endpoint(&pz)
+                .dto_evd(&evd)
+                .connect_evd(&conn)
+                .build()
+                .unwrap();
+            let go = std::sync::Barrier::new(3);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    go.wait();
+                    drop(ep);
+                });
+                s.spawn(|| {
+                    go.wait();
+                    drop(evd);
+                });
+                s.spawn(|| {
+                    go.wait();
+                    drop(conn);
+                });
+            });
+        }
+        drop(pz);
+        nothing_lives(ia);
+    }
+);
