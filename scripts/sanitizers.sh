@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Miri over the registered-memory unit tests, ThreadSanitizer over the threaded region tests,
 # the polling conformance tests and the handle-drop tests, AddressSanitizer over the
-# revocation tests (docs/architecture.md, "Memory safety"). Needs a nightly toolchain with miri and rust-src;
-# installs them with rustup when it can. One PASS/FAIL line per check (counted by
-# scripts/test.sh), SKIP if no nightly toolchain can be had.
+# revocation tests (docs/architecture.md, "Memory safety"). Needs a nightly toolchain with
+# miri and rust-src; installs them with rustup when it can. One PASS/FAIL line per check
+# (counted by scripts/test.sh), SKIP if no nightly toolchain can be had.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
