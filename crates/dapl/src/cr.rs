@@ -119,7 +119,7 @@ impl ConnectionRequest {
             );
         }
         let local_ep = match &self.0.sp.0.kind {
-            SpKind::Rsp(ep) => Some(ep.clone()),
+            SpKind::Rsp(ep) => Some(ep.user()),
             SpKind::Psp(_) => None,
         };
         Ok(CrParam {

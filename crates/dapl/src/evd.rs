@@ -230,11 +230,16 @@ impl EvdInner {
 
     /// Drops every queued event (on free), breaking reference cycles through event handles.
     pub(crate) fn clear(&self) {
-        let mut s = self.lock();
-        s.queue.clear();
-        s.signalled = 0;
-        s.waitable = false;
-        self.cond.notify_all();
+        let events = {
+            let mut s = self.lock();
+            s.signalled = 0;
+            s.waitable = false;
+            self.cond.notify_all();
+            std::mem::take(&mut s.queue)
+        };
+        // Dropped outside the lock: an event may hold the last reference to an object whose
+        // drop takes other locks (an RMR's binding holds its LMR, whose drop deregisters it).
+        drop(events);
     }
 }
 

@@ -29,6 +29,7 @@ pub enum PspFlags {
 #[derive(Debug, Clone)]
 pub(crate) enum SpKind {
     Psp(PspFlags),
+    /// An internal handle: the EP goes with the RSP if its own handles went first.
     Rsp(Endpoint),
 }
 
@@ -55,8 +56,8 @@ impl Owned for SpInner {
 
 /// A Public or Reserved Service Point (`DAT_PSP_HANDLE` / `DAT_RSP_HANDLE`).
 ///
-/// Dropping the last handle frees it as [`free`](Self::free) does. An RSP holds a handle to
-/// the endpoint it reserves.
+/// Dropping the last handle frees it as [`free`](Self::free) does; an RSP's endpoint whose
+/// handles went first goes with it.
 #[derive(Clone)]
 pub struct ServicePoint(pub(crate) Handle<SpInner>);
 
@@ -169,7 +170,7 @@ impl InterfaceAdapter {
     pub fn rsp_create(&self, qual: ConnQual, ep: &Endpoint, evd: &Evd) -> Result<ServicePoint> {
         const OP: &str = "rsp_create";
         ep.check_handle(OP)?;
-        let sp = self.sp_create(OP, qual, evd, SpKind::Rsp(ep.clone()))?;
+        let sp = self.sp_create(OP, qual, evd, SpKind::Rsp(ep.internal()))?;
         if let Err(e) = ep.0.set_reserved(Some(sp.0.id)) {
             sp.release();
             return Err(e);
@@ -228,7 +229,7 @@ impl ServicePoint {
         self.check("sp_query")?;
         let (psp_flags, ep) = match &self.0.kind {
             SpKind::Psp(f) => (Some(*f), None),
-            SpKind::Rsp(ep) => (None, Some(ep.clone())),
+            SpKind::Rsp(ep) => (None, Some(ep.user())),
         };
         Ok(SpParam {
             conn_qual: self.0.qual,
@@ -303,6 +304,13 @@ impl SpInner {
         ia.link.unlisten(ia.attr.ia_address, self.qual);
         if let SpKind::Rsp(ep) = &self.kind {
             let _ = ep.0.set_reserved(None);
+            // The consumer dropped the endpoint while it was reserved (its drop left it to
+            // the RSP): free it now. Racing its last drop, one of the two sees it unreserved
+            // with no handles (SeqCst count, reservation under its lock); a second free is
+            // a no-op.
+            if ep.0.handle_count().load(Ordering::SeqCst) == 0 {
+                ep.0.last_handle_dropped();
+            }
         }
         self.evd.0.unuse();
         ia.objects().sps.remove(&self.id);

@@ -232,7 +232,19 @@ per_link!(
             EpState::Reserved,
             "the RSP holds its endpoint"
         );
-        drop((rsp, again, cr_evd));
+        // And the other way round: the RSP goes first, the endpoint is the consumer's again.
+        let ep2 =
+            s.ia.endpoint(&s.pz)
+                .dto_evd(&s.req_evd)
+                .connect_evd(&s.conn_evd)
+                .build()
+                .unwrap();
+        let rsp2 = s.ia.rsp_create(qual(), &ep2, &cr_evd).unwrap();
+        assert_eq!(ep2.state(), EpState::Reserved);
+        drop(rsp2);
+        assert_eq!(ep2.state(), EpState::Unconnected);
+        ep2.query().expect("the endpoint lives on");
+        drop((rsp, again, cr_evd, ep2));
         let (ia, pz, recv_evd, req_evd, conn_evd, ep) = parts(s);
         drop((pz, recv_evd, req_evd, conn_evd, ep));
         nothing_lives(ia);

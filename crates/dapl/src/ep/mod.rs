@@ -72,7 +72,8 @@ pub(crate) struct EpInner {
 ///
 /// Dropping the last handle frees the endpoint as [`free`](Self::free) does (an abrupt
 /// disconnect, outstanding DTOs flushed to its EVDs). Events already queued that name it
-/// still arrive, naming a freed endpoint. An RSP holds a handle to the endpoint it reserves.
+/// still arrive, naming a freed endpoint. An endpoint reserved by an RSP goes when the RSP
+/// does, if its handles went first.
 #[derive(Clone)]
 pub struct Endpoint(pub(crate) Handle<EpInner>);
 

@@ -60,12 +60,13 @@ impl Link for Loopback {
     }
 
     fn listen(&self, addr: IaAddress, qual: ConnQual, listener: Weak<dyn Listener>) -> bool {
+        // Declared before the guard, so dropped after it: the upgraded listener may be the
+        // last reference to a freed service point, whose drop must not run under the lock.
+        let existing;
         let mut l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
         let key = (addr.ip(), qual);
-        if l.get(&key)
-            .and_then(Weak::upgrade)
-            .is_some_and(|s| s.is_open())
-        {
+        existing = l.get(&key).and_then(Weak::upgrade);
+        if existing.as_ref().is_some_and(|s| s.is_open()) {
             return false;
         }
         l.insert(key, listener);
