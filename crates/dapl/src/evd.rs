@@ -154,11 +154,18 @@ impl EvdInner {
     }
 
     /// Queues an event. `signalled` decides whether it wakes waiters and the CNO. Returns false
-    /// (and raises an overflow on the IA's async EVD) if the queue was full.
+    /// (and raises an overflow on the IA's async EVD) if the queue was full, or if the EVD was
+    /// freed (dropped: nobody can dequeue it).
     pub(crate) fn push(self: &Arc<Self>, event: Event, signalled: bool) -> bool {
         let trigger_cno;
         {
             let mut s = self.lock();
+            if self.freed.load(Ordering::Acquire) {
+                // Freed (its queue cleared under this lock after the flag was set): a late
+                // event is dropped, after the lock, or it would hold what it names forever.
+                drop(s);
+                return false;
+            }
             if s.queue.len() >= s.qlen {
                 drop(s);
                 self.overflow();

@@ -111,8 +111,7 @@ pub struct ProviderAttr {
 
 #[derive(Default)]
 pub(crate) struct Objects {
-    /// Weak: a PZ is freed when its last handle goes (children hold one).
-    pub(crate) pzs: HashMap<u64, Weak<PzInner>>,
+    pub(crate) pzs: HashMap<u64, Pz>,
     pub(crate) evds: HashMap<u64, Evd>,
     pub(crate) cnos: HashMap<u64, Cno>,
     /// Weak: an LMR is freed when its last handle goes (`LmrInner`'s drop).
@@ -132,17 +131,22 @@ fn count_live<T>(m: &HashMap<u64, Weak<T>>) -> usize {
 }
 
 impl Objects {
-    fn live_user_objects(&self) -> usize {
-        // The async EVD belongs to the IA and is not counted.
-        count_live(&self.pzs)
-            + self.evds.values().filter(|e| !e.0.is_async).count()
-            + self.cnos.len()
-            + count_live(&self.lmrs)
-            + self.rmrs.len()
-            + self.eps.len()
-            + self.srqs.len()
-            + self.sps.len()
-            + self.crs.len()
+    /// The objects alive, by kind (the async EVD belongs to the IA and is not counted).
+    fn live_user_objects(&self) -> Vec<(&'static str, usize)> {
+        [
+            ("PZ", self.pzs.len()),
+            ("EVD", self.evds.values().filter(|e| !e.0.is_async).count()),
+            ("CNO", self.cnos.len()),
+            ("LMR", count_live(&self.lmrs)),
+            ("RMR", self.rmrs.len()),
+            ("EP", self.eps.len()),
+            ("SRQ", self.srqs.len()),
+            ("PSP/RSP", self.sps.len()),
+            ("CR", self.crs.len()),
+        ]
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+        .collect()
     }
 }
 
@@ -423,9 +427,9 @@ impl InterfaceAdapter {
                 format!("the IA already has {} PZs", o.pzs.len()),
             );
         }
-        let pz = Pz(Arc::new(PzInner::new(self.0.next_id(), self.0.clone())));
-        o.pzs.insert(pz.0.id, Arc::downgrade(&pz.0));
-        Ok(pz)
+        let pz = Arc::new(PzInner::new(self.0.next_id(), self.0.clone()));
+        o.pzs.insert(pz.id, Pz(Handle::internal(pz.clone())));
+        Ok(Pz(Handle::new(pz)))
     }
 
     /// Creates an Event Dispatcher (`dat_evd_create`) taking the streams in `flags`.
@@ -533,13 +537,18 @@ impl IaInner {
         self.check_open(OP)?;
         if flags == CloseFlags::Graceful {
             let live = self.objects().live_user_objects();
-            if live > 0 {
+            if !live.is_empty() {
+                let total: usize = live.iter().map(|&(_, n)| n).sum();
+                let kinds: Vec<String> = live.iter().map(|(k, n)| format!("{n} {k}")).collect();
                 return err(
                     ErrorType::InvalidState,
                     Subtype::InvalidStateIaInUse,
                     OP,
                     self.object(),
-                    format!("{live} objects are still alive on this IA"),
+                    format!(
+                        "{total} objects are still alive on this IA ({})",
+                        kinds.join(", ")
+                    ),
                 );
             }
         } else {
@@ -580,18 +589,16 @@ impl IaInner {
         for s in srqs {
             s.0.release();
         }
-        // Each upgraded in one statement and dropped after the registry's lock is released (an
-        // LMR or PZ whose last handle goes with it frees itself and takes that lock).
+        // Upgraded in one statement and dropped after the registry's lock is released (an LMR
+        // whose last handle goes with it frees itself and takes that lock).
         let lmrs = self.live(|o| &o.lmrs);
         for l in lmrs {
             l.release();
         }
-        let pzs = self.live(|o| &o.pzs);
-        for pz in &pzs {
-            pz.freed.store(true, Ordering::Release);
-        }
-        drop(pzs);
         let mut o = self.objects();
+        for pz in o.pzs.values() {
+            pz.0.freed.store(true, Ordering::Release);
+        }
         o.pzs.clear();
         for c in o.cnos.values() {
             c.0.freed.store(true, Ordering::Release);

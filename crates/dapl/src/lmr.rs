@@ -87,7 +87,7 @@ impl Pz {
         };
         let lmr = Lmr(Arc::new(LmrInner {
             id: ia.next_id(),
-            pz: self.clone(),
+            pz: self.internal(),
             region,
             context,
             privs,
@@ -95,7 +95,7 @@ impl Pz {
             freed: AtomicBool::new(false),
             bind_or_free: Mutex::new(()),
         }));
-        self.0.users.fetch_add(1, Ordering::AcqRel);
+        self.0.users.fetch_add(1, Ordering::SeqCst);
         ia.objects().lmrs.insert(lmr.0.id, Arc::downgrade(&lmr.0));
         Ok(lmr)
     }
@@ -483,7 +483,7 @@ impl LmrInner {
         // resolved it before (queued Read Responses, placements, transmit backlogs) and waits
         // for those in flight, so the caller may free its memory once this returns.
         self.region.revoke();
-        self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
+        self.pz.0.unuse();
         ia.objects().lmrs.remove(&self.id);
     }
 }

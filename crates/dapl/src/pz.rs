@@ -1,16 +1,20 @@
 //! Protection Zones (`DAT_PZ`): the scope inside which endpoints, SRQs and memory may meet.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::error::{err, ErrorType, Object, Result, Subtype};
+use crate::handle::{Handle, Owned};
 use crate::ia::{IaInner, InterfaceAdapter};
 
 pub(crate) struct PzInner {
     pub(crate) id: u64,
     pub(crate) ia: Arc<IaInner>,
+    /// LMRs, RMRs, EPs and SRQs in the PZ (`free` is refused while any is).
     pub(crate) users: AtomicU32,
     pub(crate) freed: AtomicBool,
+    /// The consumer's handles (`handle.rs`).
+    handles: AtomicUsize,
 }
 
 impl PzInner {
@@ -20,16 +24,40 @@ impl PzInner {
             ia,
             users: AtomicU32::new(0),
             freed: AtomicBool::new(false),
+            handles: AtomicUsize::new(0),
+        }
+    }
+
+    /// An object of the PZ was freed: frees the PZ if the consumer's handles are gone too
+    /// (SeqCst with the handle count's, as `EvdInner::unuse`).
+    pub(crate) fn unuse(&self) {
+        if self.users.fetch_sub(1, Ordering::SeqCst) == 1
+            && self.handles.load(Ordering::SeqCst) == 0
+        {
+            self.release();
         }
     }
 }
 
-/// A Protection Zone (`DAT_PZ_HANDLE`). Dropping the last handle frees it; every LMR, RMR,
-/// EP and SRQ in it holds one.
+impl Owned for PzInner {
+    fn handle_count(&self) -> &AtomicUsize {
+        &self.handles
+    }
+
+    fn last_handle_dropped(self: &Arc<Self>) {
+        if self.users.load(Ordering::SeqCst) == 0 {
+            self.release();
+        }
+    }
+}
+
+/// A Protection Zone (`DAT_PZ_HANDLE`). Dropping the last handle frees it; while LMRs, RMRs,
+/// EPs or SRQs are in it, when the last of them is freed.
 #[derive(Clone)]
-pub struct Pz(pub(crate) Arc<PzInner>);
+pub struct Pz(pub(crate) Handle<PzInner>);
 
 handle_identity!(Pz);
+handle_identity!(@counted Pz);
 
 impl Pz {
     pub(crate) fn object(&self) -> Object {
@@ -95,12 +123,5 @@ impl PzInner {
         if !self.freed.swap(true, Ordering::AcqRel) {
             self.ia.objects().pzs.remove(&self.id);
         }
-    }
-}
-
-/// Dropping the last handle frees the PZ (its LMRs, RMRs, EPs and SRQs each hold one).
-impl Drop for PzInner {
-    fn drop(&mut self) {
-        self.release();
     }
 }

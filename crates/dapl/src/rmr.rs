@@ -82,12 +82,12 @@ impl Pz {
         }
         let rmr = Arc::new(RmrInner {
             id: ia.next_id(),
-            pz: self.clone(),
+            pz: self.internal(),
             binding: Mutex::new(None),
             freed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
         });
-        self.0.users.fetch_add(1, Ordering::AcqRel);
+        self.0.users.fetch_add(1, Ordering::SeqCst);
         o.rmrs.insert(rmr.id, Rmr(Handle::internal(rmr.clone())));
         Ok(Rmr(Handle::new(rmr)))
     }
@@ -302,7 +302,7 @@ impl RmrInner {
             ia.memtable.remove(old.context);
             old.lmr.0.users.fetch_sub(1, Ordering::AcqRel);
         }
-        self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
+        self.pz.0.unuse();
         ia.objects().rmrs.remove(&self.id);
     }
 }

@@ -124,7 +124,7 @@ impl InterfaceAdapter {
             let upcalls: Weak<dyn SrqUpcalls> = me.clone();
             SrqInner {
                 id: self.0.next_id(),
-                pz: pz.clone(),
+                pz: pz.internal(),
                 rq: Arc::new(SharedRq::new(
                     attr.max_recv_dtos,
                     attr.low_watermark,
@@ -136,7 +136,7 @@ impl InterfaceAdapter {
                 handles: AtomicUsize::new(0),
             }
         });
-        pz.0.users.fetch_add(1, Ordering::AcqRel);
+        pz.0.users.fetch_add(1, Ordering::SeqCst);
         o.srqs.insert(srq.id, Srq(Handle::internal(srq.clone())));
         Ok(Srq(Handle::new(srq)))
     }
@@ -158,7 +158,7 @@ impl SrqInner {
             return;
         }
         self.rq.clear();
-        self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
+        self.pz.0.unuse();
         self.pz.0.ia.objects().srqs.remove(&self.id);
     }
 }

@@ -239,7 +239,7 @@ impl InterfaceAdapter {
             EpInner {
                 id,
                 ia: ia.clone(),
-                pz: pz.clone(),
+                pz: pz.internal(),
                 // Internal handles: the endpoint does not keep its EVDs and SRQ from the
                 // consumer's drop; they stay until it stops using them (`EvdInner::unuse`).
                 recv_evd: recv_evd.map(Evd::internal),
@@ -262,7 +262,7 @@ impl InterfaceAdapter {
                 handles: AtomicUsize::new(0),
             }
         });
-        pz.0.users.fetch_add(1, Ordering::AcqRel);
+        pz.0.users.fetch_add(1, Ordering::SeqCst);
         for e in [recv_evd, request_evd, connect_evd].into_iter().flatten() {
             e.0.users.fetch_add(1, Ordering::SeqCst);
         }
@@ -351,7 +351,7 @@ impl EpInner {
         if self.freed.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.pz.0.users.fetch_sub(1, Ordering::AcqRel);
+        self.pz.0.unuse();
         for e in [&self.recv_evd, &self.request_evd, &self.connect_evd]
             .into_iter()
             .flatten()
@@ -707,6 +707,6 @@ impl Endpoint {
 
     /// The endpoint's PZ.
     pub fn pz(&self) -> Pz {
-        self.0.pz.clone()
+        self.0.pz.user()
     }
 }
