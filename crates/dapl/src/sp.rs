@@ -303,7 +303,7 @@ impl SpInner {
         let ia = &self.ia;
         ia.link.unlisten(ia.attr.ia_address, self.qual);
         if let SpKind::Rsp(ep) = &self.kind {
-            let _ = ep.0.set_reserved(None);
+            ep.0.unreserve(self.id);
             // The consumer dropped the endpoint while it was reserved (its drop left it to
             // the RSP): free it now. Racing its last drop, one of the two sees it unreserved
             // with no handles (SeqCst count, reservation under its lock); a second free is

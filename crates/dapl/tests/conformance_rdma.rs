@@ -1678,6 +1678,31 @@ per_link!(rsp_reserves_ep_and_accept_none_uses_it, |link| {
     b.close();
 });
 
+per_link!(
+    rsp_create_on_a_reserved_endpoint_is_invalid_state_and_leaves_the_reservation,
+    |link| {
+        let a = Side::new(link, None);
+        let b = Side::new(link, None);
+        let rsp_evd = b.ia.evd_create(8, None, EvdFlags::CR).unwrap();
+        let q = qual();
+        let _rsp = b.ia.rsp_create(q, &b.ep, &rsp_evd).unwrap();
+        let e = expect_err(
+            b.ia.rsp_create(qual(), &b.ep, &rsp_evd),
+            ErrorType::InvalidState,
+        );
+        assert_eq!(e.subtype(), Subtype::InvalidStateEpReserved, "{e}");
+        // The first RSP still holds the endpoint: a request to it is accepted onto it.
+        assert_eq!(b.ep.state(), EpState::Reserved);
+        a.ep.connect(b.ia.query().unwrap().ia_address.ip(), q, T, b"")
+            .unwrap();
+        expect_cr(&rsp_evd).cr.accept(None, b"").unwrap();
+        a.expect_conn(ConnectionEventKind::Established);
+        b.expect_conn(ConnectionEventKind::Established);
+        a.close();
+        b.close();
+    }
+);
+
 per_link!(cr_query_shows_private_data, |link| {
     let a = Side::new(link, None);
     let b = Side::new(link, None);

@@ -388,6 +388,15 @@ impl EpInner {
         Ok(())
     }
 
+    /// Ends the reservation by the RSP `rsp`, if it holds one (another RSP's stays).
+    pub(crate) fn unreserve(&self, rsp: u64) {
+        let mut r = self.reserved_by.lock().unwrap_or_else(|p| p.into_inner());
+        if *r == Some(rsp) {
+            self.qp.transition(EpState::Reserved, EpState::Unconnected);
+            *r = None;
+        }
+    }
+
     /// The current state.
     pub(crate) fn state(&self) -> EpState {
         self.qp.state()
