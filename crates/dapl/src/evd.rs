@@ -7,7 +7,12 @@
 //! `wait(timeout, threshold)` returns once at least `threshold` events are queued and one of them
 //! is signalled.
 //!
-//! A full EVD drops the event and raises `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD.
+//! Queue policy: the queue length is a minimum (DAT lets a provider give more room). The streams
+//! a consumer paces by what it posts (DTO and RMR bind completions; software events, which
+//! `post_se` refuses with `DAT_QUEUE_FULL`) keep DAT's overflow rule: a full EVD drops the event
+//! and raises `DAT_ASYNC_ERROR_EVD_OVERFLOW` on the IA's async EVD. The streams it cannot pace
+//! (connection events, connection requests, asynchronous errors: a peer or the network decides
+//! how many arrive at once) are never dropped: past the length the queue grows.
 //!
 //! # Integrating with epoll
 //! [`Evd::wait_fd`] returns an eventfd that is readable exactly while the EVD holds a signalled
@@ -154,8 +159,9 @@ impl EvdInner {
     }
 
     /// Queues an event. `signalled` decides whether it wakes waiters and the CNO. Returns false
-    /// (and raises an overflow on the IA's async EVD) if the queue was full, or if the EVD was
-    /// freed (dropped: nobody can dequeue it).
+    /// (and raises an overflow on the IA's async EVD) if the queue was full and the event is of
+    /// a stream the consumer paces (module docs), or if the EVD was freed (dropped: nobody can
+    /// dequeue it).
     pub(crate) fn push(self: &Arc<Self>, event: Event, signalled: bool) -> bool {
         let trigger_cno;
         {
@@ -166,11 +172,13 @@ impl EvdInner {
                 drop(s);
                 return false;
             }
-            if s.queue.len() >= s.qlen {
+            if s.queue.len() >= s.qlen && event.consumer_paced() {
                 drop(s);
                 self.overflow();
                 return false;
             }
+            // Past `qlen` only for the streams the consumer cannot pace: the queue grows (an
+            // allocation, off the fast path) rather than lose the event.
             s.queue.push_back((event, signalled));
             if signalled {
                 s.signalled += 1;

@@ -218,6 +218,13 @@ impl Event {
         }
     }
 
+    /// True for the streams a consumer paces by what it posts (DTO and RMR bind completions,
+    /// software events): a full EVD drops these (with an overflow error); the others
+    /// (connection events and requests, asynchronous errors) it never drops.
+    pub(crate) fn consumer_paced(&self) -> bool {
+        matches!(self, Event::Dto(_) | Event::RmrBind(_) | Event::Software(_))
+    }
+
     /// The DAT event number (`DAT_EVENT.event_number`).
     pub fn number(&self) -> u32 {
         match self {

@@ -1,0 +1,141 @@
+//! Event queues under bursts the consumer cannot pace: connection requests, connection events
+//! and asynchronous errors are never dropped, however short the queue (DAT's queue lengths are
+//! minimums); DTO completions keep DAT's overflow rule (conformance_recv.rs,
+//! `evd_overflow_raises_async_evd_overflow`).
+
+use std::collections::HashSet;
+
+use dapl::*;
+use dapl_testkit::kit::*;
+
+/// Endpoints per side: two fds each on tcp (one per side of the connection).
+const N: usize = 1000;
+
+/// Enough file descriptors for `N` connections in this process.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut l = getrlimit(Resource::Nofile);
+    let need = (4 * N + 256) as u64;
+    if l.current.is_some_and(|c| c < need) {
+        l.current = l.maximum.map(|m| m.min(need.max(4096))).or(Some(need));
+        setrlimit(Resource::Nofile, l).expect("raise RLIMIT_NOFILE");
+    }
+}
+
+/// Every event on `evd` until it stays empty for a moment.
+fn drain(evd: &Evd, want: usize) -> Vec<Event> {
+    let mut got = Vec::new();
+    while got.len() < want {
+        match evd.wait(T, 1).unwrap() {
+            Some((ev, _)) => got.push(ev),
+            None => break,
+        }
+    }
+    // Nothing beyond what was expected.
+    while let Some(ev) = evd.dequeue().unwrap() {
+        got.push(ev);
+    }
+    got
+}
+
+per_link!(
+    connection_requests_connection_events_and_async_errors_are_never_dropped_in_a_burst,
+    |link| {
+        raise_fd_limit();
+        // Both IAs with async EVDs of 8, as Debian's DAT programs open them; every other EVD
+        // of the burst streams 8 long too.
+        let (ia_a, _async_a) = InterfaceAdapter::open(link, 8).unwrap();
+        let (ia_b, async_b) = InterfaceAdapter::open(link, 8).unwrap();
+        let (pz_a, pz_b) = (ia_a.pz_create().unwrap(), ia_b.pz_create().unwrap());
+        let dto_a = ia_a.evd_create(8, None, EvdFlags::DTO).unwrap();
+        let conn_a = ia_a.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+        let dto_b = ia_b.evd_create(8, None, EvdFlags::DTO).unwrap();
+        let conn_b = ia_b.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+        let srq = ia_b.srq_create(&pz_b, &SrqAttr::default()).unwrap();
+        let (_psp, cr_evd, q, addr) = listen(&ia_b);
+        let eps_a: Vec<Endpoint> = (0..N)
+            .map(|_| {
+                ia_a.endpoint(&pz_a)
+                    .dto_evd(&dto_a)
+                    .connect_evd(&conn_a)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        let eps_b: Vec<Endpoint> = (0..N)
+            .map(|_| {
+                ia_b.endpoint(&pz_b)
+                    .dto_evd(&dto_b)
+                    .connect_evd(&conn_b)
+                    .srq(&srq)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        // Every request at once: N arrive at a CR EVD of 8.
+        for ep in &eps_a {
+            ep.connect(addr.ip(), q, T, b"").unwrap();
+        }
+        let crs = drain(&cr_evd, N);
+        assert_eq!(crs.len(), N, "one CR arrival per request");
+        for (ev, ep) in crs.iter().zip(&eps_b) {
+            ev.as_cr_arrival()
+                .expect("a CR arrival")
+                .cr
+                .accept(Some(ep), b"")
+                .unwrap();
+        }
+        let est_a = drain(&conn_a, N);
+        let est_b = drain(&conn_b, N);
+        for (evs, eps) in [(&est_a, &eps_a), (&est_b, &eps_b)] {
+            let ids: HashSet<u64> = evs
+                .iter()
+                .map(|e| {
+                    let c = e.as_connection().expect("a connection event");
+                    assert_eq!(c.kind, ConnectionEventKind::Established);
+                    c.ep.id()
+                })
+                .collect();
+            assert_eq!(ids.len(), N, "one ESTABLISHED per endpoint");
+            assert!(eps.iter().all(|ep| ids.contains(&ep.id())));
+        }
+        // The peer goes at once: every endpoint of b ends, each with a connection event and
+        // (on an SRQ) an asynchronous error, into queues of 8.
+        ia_a.close(CloseFlags::Abrupt).unwrap();
+        let ends = drain(&conn_b, N);
+        let ended: HashSet<u64> = ends
+            .iter()
+            .map(|e| {
+                let c = e.as_connection().expect("a connection event");
+                assert!(
+                    matches!(
+                        c.kind,
+                        ConnectionEventKind::Disconnected | ConnectionEventKind::Broken
+                    ),
+                    "{:?}",
+                    c.kind
+                );
+                c.ep.id()
+            })
+            .collect();
+        assert_eq!((ends.len(), ended.len()), (N, N), "one end per endpoint");
+        let asyncs = drain(&async_b, N);
+        let broken: HashSet<u64> = asyncs
+            .iter()
+            .map(|e| match &e.as_async().expect("an async event").subject {
+                AsyncSubject::Ep(ep) => ep.id(),
+                other => panic!("an overflow or other async event: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            (asyncs.len(), broken.len()),
+            (N, N),
+            "one EP_BROKEN per endpoint"
+        );
+        assert!(eps_b
+            .iter()
+            .all(|ep| ended.contains(&ep.id()) && broken.contains(&ep.id())));
+        drop(eps_a);
+        ia_b.close(CloseFlags::Abrupt).unwrap();
+    }
+);
