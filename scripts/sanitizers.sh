@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Miri over the registered-memory unit tests, ThreadSanitizer over the threaded region tests,
-# the polling conformance tests and the handle-drop tests, AddressSanitizer over the
-# revocation tests (docs/architecture.md, "Memory safety"). Needs a nightly toolchain with
+# Miri over the registered-memory and shm ring unit tests, ThreadSanitizer over the threaded
+# region tests, the polling conformance tests and the handle-drop tests, AddressSanitizer over
+# the revocation tests (docs/architecture.md, "Memory safety"). Needs a nightly toolchain with
 # miri and rust-src; installs them with rustup when it can. One PASS/FAIL line per check
 # (counted by scripts/test.sh), SKIP if no nightly toolchain can be had.
 set -uo pipefail
@@ -36,6 +36,8 @@ check "miri mem (weak memory)" \
   cargo +nightly miri test -q -p dapl --lib mem:: -- --skip at_every_alignment
 check "miri mem (alignment)" env MIRIFLAGS=-Zmiri-disable-weak-memory-emulation \
   cargo +nightly miri test -q -p dapl --lib at_every_alignment
+# The shm link's ring: records between two threads over one mapping, garbage refused.
+check "miri shm ring" cargo +nightly miri test -q -p dapl --lib link::shm::ring
 
 # ThreadSanitizer needs the standard library built with it (rust-src, -Zbuild-std).
 tsan() {

@@ -4,4 +4,5 @@
 //! engine's port ([`crate::engine::port`]) and knows nothing of the DAT layer.
 
 pub(crate) mod loopback;
+pub(crate) mod shm;
 pub(crate) mod tcp;

@@ -65,6 +65,9 @@ enum Owner {
     Vec { cap: usize, taken: AtomicBool },
     /// Lent by the caller ([`RegionMemory::from_raw`]); never freed here.
     Lent,
+    /// A shared mapping of a file ([`RegionMemory::map_shared`]); unmapped on drop.
+    #[allow(dead_code)] // the shm link that maps its rings is being built
+    Mapped,
 }
 
 /// The bit of [`RegionMemory::state`] that marks a revoked region.
@@ -185,6 +188,51 @@ impl RegionMemory {
             owner: Owner::Lent,
             state: AtomicU64::new(0),
         }
+    }
+
+    /// Maps the first `len` bytes of the file `fd` shared, for reading and writing: memory
+    /// another process maps too (the shm link's rings). Unmapped when the region is dropped.
+    /// Every access from this process is atomic (module doc), so the other process's writes
+    /// are never a data race here; what it writes is data to validate, never trusted.
+    #[allow(dead_code)] // the shm link that maps its rings is being built
+    pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
+        if len == 0 || len > isize::MAX as usize {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: a fresh mapping chosen by the kernel (no address hint, so nothing existing
+        // is replaced); the result is checked before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or(io::ErrorKind::Other)?;
+        Ok(RegionMemory {
+            ptr,
+            len,
+            owner: Owner::Mapped,
+            state: AtomicU64::new(0),
+        })
+    }
+
+    /// The 8-byte word at `offset` as an atomic, for the control words of memory shared with
+    /// another process. None unless `offset` is 8-aligned (by address) and the word lies
+    /// inside the region's word span (where every access is by that word). Not counted as an
+    /// access: for regions that are never revoked (the shm link's rings).
+    pub fn word(&self, offset: usize) -> Option<&AtomicU64> {
+        let (lo, hi) = self.word_span();
+        if offset < lo || offset.checked_add(WORD)? > hi || (offset - lo) % WORD != 0 {
+            return None;
+        }
+        Some(self.word_at(offset))
     }
 
     /// Starts an access, or None if the region is revoked (then nothing may touch it).
@@ -726,6 +774,11 @@ impl Drop for RegionMemory {
                 // `take_vec` (`taken` is false), and nothing accesses a region being dropped.
                 drop(unsafe { Vec::from_raw_parts(self.ptr.as_ptr(), self.len, *cap) });
             }
+            Owner::Mapped => {
+                // SAFETY: the mapping `map_shared` made, of `len` bytes, unmapped exactly once;
+                // nothing accesses a region being dropped.
+                unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            }
             Owner::Vec { .. } | Owner::Lent => {}
         }
     }
@@ -828,6 +881,26 @@ mod tests {
         assert!(r.copy_in(56, &[7; 8]));
         assert!(r.copy_out(60, &mut b));
         assert_eq!(b, [7; 4]);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "memfd and mmap are foreign functions")]
+    fn two_shared_mappings_of_one_file_see_each_others_writes() {
+        use std::os::fd::AsFd;
+        let fd = rustix::fs::memfd_create("ring-test", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 8192).unwrap();
+        let a = RegionMemory::map_shared(fd.as_fd(), 8192).unwrap();
+        let b = RegionMemory::map_shared(fd.as_fd(), 8192).unwrap();
+        assert_ne!(a.addr(), b.addr());
+        assert!(a.copy_in(100, b"shared"));
+        let mut got = [0u8; 6];
+        assert!(b.copy_out(100, &mut got));
+        assert_eq!(&got, b"shared");
+        a.word(64).unwrap().store(7, Ordering::Release);
+        assert_eq!(b.word(64).unwrap().load(Ordering::Acquire), 7);
+        assert!(a.word(60).is_none() && a.word(8190).is_none());
+        drop(a);
+        assert!(b.copy_out(100, &mut got), "b stays mapped");
     }
 
     #[test]

@@ -1,0 +1,481 @@
+//! One direction of a shm connection: a single-producer, single-consumer ring of records in
+//! memory both processes map (a sealed memfd). No locks in shared memory: the producer owns
+//! the tail, the consumer the head, each published with Release and read with Acquire.
+//!
+//! Layout (offsets in the mapping; each control word on a cache line of its own):
+//! - `TAIL` (u64): bytes the producer has published in total.
+//! - `HEAD` (u64): bytes the consumer has consumed in total.
+//! - `WAITING` (u64): set by a producer that found the ring full; the consumer that frees
+//!   space clears it and rings the producer's doorbell.
+//! - `DATA`..: the records, `cap` bytes (a power of two), positions taken modulo `cap`.
+//!
+//! A record is a multiple of [`ALIGN`] (64) bytes and never wraps: a producer that reaches the
+//! end writes a `PAD` record to it and goes on at the start. It begins with a 40-byte header
+//! (little-endian): record length u32, kind u8, flags u8, 2 zero bytes, payload length u32,
+//! `stag` u32, then three u64 (`a`, `b`, `c`: what each kind needs); the payload follows. An
+//! 8-byte Send is one cache line.
+//!
+//! Everything the peer wrote is data to check, not trust: a tail that runs ahead of the head
+//! by more than `cap`, a record length that is not aligned, runs past the tail or past the end,
+//! or an unknown kind, is [`Garbage`]: the connection breaks. Reads and writes of the mapping
+//! are the atomic copies of [`RegionMemory`], so the peer's writes are never a data race here.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::mem::RegionMemory;
+
+/// Offset of the producer's tail.
+const TAIL: usize = 0;
+/// Offset of the consumer's head.
+const HEAD: usize = 64;
+/// Offset of the producer's "ring full, wake me" flag.
+const WAITING: usize = 128;
+/// Offset of the records.
+pub(crate) const DATA: usize = 4096;
+/// Records are multiples of this.
+pub(crate) const ALIGN: usize = 64;
+/// Bytes of a record header.
+pub(crate) const HDR: usize = 40;
+
+/// What a record carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// Filler to the end of the data area.
+    Pad = 0,
+    /// A Send segment: `a` = offset in the message, flags LAST, SOLICITED.
+    Send = 1,
+    /// An RDMA Write segment: `stag`, `a` = tagged offset.
+    Write = 2,
+    /// The end of an RDMA Write with Immediate Data: `stag` = the immediate value, `a` = the
+    /// write's length, flag SOLICITED.
+    Immed = 3,
+    /// An RDMA Read Request: `stag` = sink STag, `a` = sink offset, `b` = source offset,
+    /// `c` = source STag | length << 32.
+    ReadRequest = 4,
+    /// An RDMA Read Response segment: `stag` = sink STag, `a` = sink offset, flag LAST.
+    ReadResponse = 5,
+    /// The producer left the connection: flag BROKEN if abruptly.
+    Close = 6,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Kind> {
+        Some(match b {
+            0 => Kind::Pad,
+            1 => Kind::Send,
+            2 => Kind::Write,
+            3 => Kind::Immed,
+            4 => Kind::ReadRequest,
+            5 => Kind::ReadResponse,
+            6 => Kind::Close,
+            _ => return None,
+        })
+    }
+}
+
+/// Record flags.
+pub(crate) const LAST: u8 = 1;
+/// Record flags: the message is solicited.
+pub(crate) const SOLICITED: u8 = 2;
+/// Record flags: a Close that breaks the connection.
+pub(crate) const BROKEN: u8 = 4;
+
+/// A record's header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) kind: Kind,
+    pub(crate) flags: u8,
+    pub(crate) payload_len: u32,
+    pub(crate) stag: u32,
+    pub(crate) a: u64,
+    pub(crate) b: u64,
+    pub(crate) c: u64,
+}
+
+impl Header {
+    pub(crate) fn new(kind: Kind) -> Header {
+        Header {
+            kind,
+            flags: 0,
+            payload_len: 0,
+            stag: 0,
+            a: 0,
+            b: 0,
+            c: 0,
+        }
+    }
+
+    fn encode(&self, rec_len: usize) -> [u8; HDR] {
+        let mut h = [0u8; HDR];
+        h[0..4].copy_from_slice(&(rec_len as u32).to_le_bytes());
+        h[4] = self.kind as u8;
+        h[5] = self.flags;
+        h[8..12].copy_from_slice(&self.payload_len.to_le_bytes());
+        h[12..16].copy_from_slice(&self.stag.to_le_bytes());
+        h[16..24].copy_from_slice(&self.a.to_le_bytes());
+        h[24..32].copy_from_slice(&self.b.to_le_bytes());
+        h[32..40].copy_from_slice(&self.c.to_le_bytes());
+        h
+    }
+}
+
+/// The bytes a record of `payload` bytes takes.
+pub(crate) fn record_len(payload: usize) -> usize {
+    (HDR + payload).next_multiple_of(ALIGN)
+}
+
+/// The peer broke the ring's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Garbage(pub(crate) &'static str);
+
+/// The bytes of the mapping a ring of `cap` data bytes needs.
+pub(crate) fn mapping_len(cap: usize) -> usize {
+    DATA + cap
+}
+
+fn word(mem: &RegionMemory, off: usize) -> &std::sync::atomic::AtomicU64 {
+    mem.word(off)
+        .expect("ring control words are aligned words of the mapping")
+}
+
+/// The producing end of a ring.
+pub(crate) struct Producer {
+    mem: Arc<RegionMemory>,
+    cap: usize,
+    /// What this end has published (the shared tail is only written, never read back).
+    tail: u64,
+}
+
+impl Producer {
+    /// The producing end of the ring in `mem` (`cap` data bytes, a power of two).
+    pub(crate) fn new(mem: Arc<RegionMemory>, cap: usize) -> Producer {
+        debug_assert!(cap.is_power_of_two() && mem.len() >= mapping_len(cap));
+        let tail = word(&mem, TAIL).load(Ordering::Acquire);
+        Producer { mem, cap, tail }
+    }
+
+    /// Bytes free, or garbage if the consumer's head is impossible.
+    fn free(&self) -> Result<usize, Garbage> {
+        let head = word(&self.mem, HEAD).load(Ordering::Acquire);
+        let used = self.tail.wrapping_sub(head);
+        if used > self.cap as u64 {
+            return Err(Garbage("the consumer's head is ahead of the tail"));
+        }
+        Ok(self.cap - used as usize)
+    }
+
+    /// The largest payload one record can carry in this ring.
+    pub(crate) fn max_payload(&self) -> usize {
+        (self.cap / 4).min(64 << 10) - HDR
+    }
+
+    /// Appends a record of `hdr` with `payload_len` bytes written by `fill(mem, offset)` (the
+    /// payload's place in the mapping), unpublished until [`publish`](Self::publish). Ok(false)
+    /// if the ring has no room now (the producer is marked waiting: the consumer will ring).
+    pub(crate) fn push(
+        &mut self,
+        mut hdr: Header,
+        payload_len: usize,
+        fill: impl FnOnce(&RegionMemory, usize) -> bool,
+    ) -> Result<bool, Garbage> {
+        debug_assert!(payload_len <= self.max_payload());
+        let len = record_len(payload_len);
+        let pos = (self.tail % self.cap as u64) as usize;
+        let to_end = self.cap - pos;
+        let pad = if len > to_end { to_end } else { 0 };
+        if self.free()? < pad + len {
+            word(&self.mem, WAITING).store(1, Ordering::SeqCst);
+            // The consumer may have freed space between the look and the flag: look again.
+            if self.free()? < pad + len {
+                return Ok(false);
+            }
+        }
+        if pad > 0 {
+            let p = Header::new(Kind::Pad).encode(pad);
+            self.mem.copy_in(DATA + pos, &p);
+            self.tail += pad as u64;
+        }
+        let at = DATA + (self.tail % self.cap as u64) as usize;
+        hdr.payload_len = payload_len as u32;
+        if payload_len > 0 && !fill(&self.mem, at + HDR) {
+            return Err(Garbage("the payload could not be copied into the ring"));
+        }
+        self.mem.copy_in(at, &hdr.encode(len));
+        self.tail += len as u64;
+        Ok(true)
+    }
+
+    /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
+    pub(crate) fn publish(&self) {
+        word(&self.mem, TAIL).store(self.tail, Ordering::Release);
+    }
+}
+
+/// A record as the consumer sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Record {
+    pub(crate) hdr: Header,
+    /// Offset of the payload in the mapping.
+    pub(crate) payload_at: usize,
+    len: usize,
+}
+
+/// The consuming end of a ring.
+pub(crate) struct Consumer {
+    mem: Arc<RegionMemory>,
+    cap: usize,
+    head: u64,
+}
+
+impl Consumer {
+    /// The consuming end of the ring in `mem` (`cap` data bytes, a power of two).
+    pub(crate) fn new(mem: Arc<RegionMemory>, cap: usize) -> Consumer {
+        debug_assert!(cap.is_power_of_two() && mem.len() >= mapping_len(cap));
+        let head = word(&mem, HEAD).load(Ordering::Acquire);
+        Consumer { mem, cap, head }
+    }
+
+    /// The mapping (payloads are read from it).
+    pub(crate) fn mem(&self) -> &Arc<RegionMemory> {
+        &self.mem
+    }
+
+    /// True if a record may be waiting (cheap: one load).
+    pub(crate) fn has_data(&self) -> bool {
+        word(&self.mem, TAIL).load(Ordering::Relaxed) != self.head
+    }
+
+    /// The oldest record not consumed yet, checked against the ring's rules; `Pad` records
+    /// are skipped (consumed) here.
+    pub(crate) fn peek(&mut self) -> Result<Option<Record>, Garbage> {
+        loop {
+            let tail = word(&self.mem, TAIL).load(Ordering::Acquire);
+            let avail = tail.wrapping_sub(self.head);
+            if avail == 0 {
+                return Ok(None);
+            }
+            if avail > self.cap as u64 {
+                return Err(Garbage("the producer's tail is more than a ring ahead"));
+            }
+            let pos = (self.head % self.cap as u64) as usize;
+            if pos % ALIGN != 0 {
+                return Err(Garbage("a record starts unaligned"));
+            }
+            let mut h = [0u8; HDR];
+            if !self.mem.copy_out(DATA + pos, &mut h) {
+                return Err(Garbage("a record header lies outside the ring"));
+            }
+            let len = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) as usize;
+            if len == 0 || len % ALIGN != 0 || len as u64 > avail || len > self.cap - pos {
+                return Err(Garbage("a record's length is not one of the ring's"));
+            }
+            let kind = Kind::from_u8(h[4]).ok_or(Garbage("a record of unknown kind"))?;
+            let u64_at = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().expect("8 bytes"));
+            let hdr = Header {
+                kind,
+                flags: h[5],
+                payload_len: u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")),
+                stag: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")),
+                a: u64_at(16),
+                b: u64_at(24),
+                c: u64_at(32),
+            };
+            if kind == Kind::Pad {
+                self.consume_len(len);
+                continue;
+            }
+            if HDR + hdr.payload_len as usize > len {
+                return Err(Garbage("a record's payload is longer than the record"));
+            }
+            return Ok(Some(Record {
+                hdr,
+                payload_at: DATA + pos + HDR,
+                len,
+            }));
+        }
+    }
+
+    fn consume_len(&mut self, len: usize) {
+        self.head += len as u64;
+        word(&self.mem, HEAD).store(self.head, Ordering::Release);
+    }
+
+    /// Consumes `rec` (the one `peek` returned). True if the producer waits for room (it has
+    /// to be woken): the flag is cleared.
+    pub(crate) fn consume(&mut self, rec: &Record) -> bool {
+        self.consume_len(rec.len);
+        // SeqCst with the producer's flag store and its second look at the head.
+        word(&self.mem, WAITING).swap(0, Ordering::SeqCst) != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAP: usize = 4096;
+
+    fn ring() -> (Producer, Consumer) {
+        let mem = Arc::new(RegionMemory::allocate(mapping_len(CAP)).unwrap());
+        (Producer::new(mem.clone(), CAP), Consumer::new(mem, CAP))
+    }
+
+    fn push_bytes(p: &mut Producer, kind: Kind, a: u64, bytes: &[u8]) -> bool {
+        let mut h = Header::new(kind);
+        h.a = a;
+        p.push(h, bytes.len(), |m, at| m.copy_in(at, bytes))
+            .unwrap()
+    }
+
+    fn payload(c: &Consumer, r: &Record) -> Vec<u8> {
+        let mut v = vec![0u8; r.hdr.payload_len as usize];
+        assert!(c.mem().copy_out(r.payload_at, &mut v));
+        v
+    }
+
+    #[test]
+    fn records_arrive_in_order_across_the_wrap_and_only_once_published() {
+        let (mut p, mut c) = ring();
+        let mut sent = Vec::new();
+        let mut got = Vec::new();
+        let n: u64 = if cfg!(miri) { 60 } else { 500 };
+        for i in 0..n {
+            let bytes: Vec<u8> = (0..(i as usize * 37) % 900)
+                .map(|k| (k as u64 + i) as u8)
+                .collect();
+            while !push_bytes(&mut p, Kind::Send, i, &bytes) {
+                // Full: nothing is visible before publishing; drain what was published.
+                p.publish();
+                while let Some(r) = c.peek().unwrap() {
+                    got.push((r.hdr.a, payload(&c, &r)));
+                    c.consume(&r);
+                }
+            }
+            sent.push((i, bytes));
+            if i % 3 == 0 {
+                assert!(c.peek().unwrap().is_none() || got.len() < sent.len());
+            }
+        }
+        p.publish();
+        while let Some(r) = c.peek().unwrap() {
+            got.push((r.hdr.a, payload(&c, &r)));
+            c.consume(&r);
+        }
+        assert_eq!(got, sent);
+    }
+
+    #[test]
+    fn a_full_ring_marks_the_producer_waiting_and_the_consumer_says_so_once() {
+        let (mut p, mut c) = ring();
+        let big = vec![7u8; 900];
+        let mut n = 0;
+        while push_bytes(&mut p, Kind::Write, n, &big) {
+            n += 1;
+        }
+        assert!(n >= 3, "{n}");
+        p.publish();
+        let r = c.peek().unwrap().unwrap();
+        assert!(c.consume(&r), "the producer waits");
+        let r = c.peek().unwrap().unwrap();
+        assert!(!c.consume(&r), "told once");
+        assert!(push_bytes(&mut p, Kind::Write, n, &big));
+    }
+
+    #[test]
+    fn garbage_from_the_peer_is_refused_without_reading_outside_the_ring() {
+        type Poke = Box<dyn Fn(&RegionMemory)>;
+        let cases: [(&str, Poke); 6] = [
+            (
+                "tail a ring ahead",
+                Box::new(|m| word(m, TAIL).store(CAP as u64 + 64, Ordering::Release)),
+            ),
+            (
+                "unaligned length",
+                Box::new(|m| {
+                    m.copy_in(DATA, &Header::new(Kind::Send).encode(100));
+                    word(m, TAIL).store(128, Ordering::Release);
+                }),
+            ),
+            (
+                "past the tail",
+                Box::new(|m| {
+                    m.copy_in(DATA, &Header::new(Kind::Send).encode(128));
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+            (
+                "unknown kind",
+                Box::new(|m| {
+                    let mut h = Header::new(Kind::Send).encode(64);
+                    h[4] = 99;
+                    m.copy_in(DATA, &h);
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+            (
+                "payload longer than record",
+                Box::new(|m| {
+                    let mut h = Header::new(Kind::Send);
+                    h.payload_len = 1000;
+                    m.copy_in(DATA, &h.encode(64));
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+            (
+                "zero length",
+                Box::new(|m| {
+                    m.copy_in(DATA, &Header::new(Kind::Send).encode(0));
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+        ];
+        for (what, poke) in cases {
+            let (_p, mut c) = ring();
+            poke(c.mem());
+            assert!(c.peek().is_err(), "{what}");
+        }
+        // A producer whose consumer's head is impossible refuses too.
+        let (mut p, c) = ring();
+        word(c.mem(), HEAD).store(1 << 40, Ordering::Release);
+        assert!(p.push(Header::new(Kind::Send), 0, |_, _| true).is_err());
+    }
+
+    #[test]
+    fn two_threads_move_every_record_once_in_order() {
+        let mem = Arc::new(RegionMemory::allocate(mapping_len(CAP)).unwrap());
+        let mut p = Producer::new(mem.clone(), CAP);
+        let mut c = Consumer::new(mem, CAP);
+        let n: u64 = if cfg!(miri) { 100 } else { 20_000 };
+        let t = std::thread::spawn(move || {
+            for i in 0..n {
+                let b = i.to_le_bytes();
+                loop {
+                    let mut h = Header::new(Kind::Send);
+                    h.a = i;
+                    if p.push(h, 8, |m, at| m.copy_in(at, &b)).unwrap() {
+                        break;
+                    }
+                    p.publish();
+                    std::thread::yield_now();
+                }
+                p.publish();
+            }
+        });
+        let mut next = 0;
+        while next < n {
+            match c.peek().unwrap() {
+                Some(r) => {
+                    let mut b = [0u8; 8];
+                    assert!(c.mem().copy_out(r.payload_at, &mut b));
+                    assert_eq!((r.hdr.a, u64::from_le_bytes(b)), (next, next));
+                    c.consume(&r);
+                    next += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        t.join().unwrap();
+    }
+}
