@@ -280,6 +280,29 @@ fn tcp_link(name: &str, rest: &str) -> Result<(Arc<link::tcp::TcpLink>, IaAddres
     }
 }
 
+fn shm_link(name: &str, rest: &str) -> Result<(LinkPair, IaAddress)> {
+    let obj = Object::new("ia", 0);
+    let Ok(ip) = rest.parse::<Ipv4Addr>() else {
+        return err(
+            ErrorType::ProviderNotFound,
+            Subtype::NameNotRegistered,
+            "ia_open",
+            obj,
+            format!("no IA named {name:?} (shm IAs are \"shm\" or \"shm:<ipv4>\")"),
+        );
+    };
+    match link::shm::ShmLink::start(ip) {
+        Ok(l) => Ok(((l.clone(), l), SocketAddr::new(IpAddr::V4(ip), 0))),
+        Err(e) => err(
+            ErrorType::InsufficientResources,
+            Subtype::NoSubtype,
+            "ia_open",
+            obj,
+            format!("cannot start the shm link on {ip}: {e}"),
+        ),
+    }
+}
+
 impl InterfaceAdapter {
     /// Opens an IA by name (`dat_ia_open`) and creates its async EVD with `async_evd_qlen`.
     ///
@@ -291,6 +314,10 @@ impl InterfaceAdapter {
     /// - `"tcp"` (127.0.0.1) or `"tcp:<ipv4>"`: the iWARP-over-TCP link on that local
     ///   address; `"tcp:<ipv4>,crc"` also asks peers for MPA CRC32c. Each tcp IA runs one
     ///   progress thread.
+    ///
+    /// - `"shm"` (127.0.0.1) or `"shm:<ipv4>"`: the shared-memory link between processes of
+    ///   one host (rings in shared memory; the address names the rendezvous only). Each shm
+    ///   IA runs one progress thread.
     ///
     /// Other names are `DAT_PROVIDER_NOT_FOUND`.
     pub fn open(name: &str, async_evd_qlen: usize) -> Result<(InterfaceAdapter, Evd)> {
@@ -324,6 +351,8 @@ impl InterfaceAdapter {
                 tcp = Some(l.clone());
                 ((l.clone(), l), addr)
             }
+            None if name == "shm" => shm_link(name, "127.0.0.1")?,
+            Some(("shm", rest)) => shm_link(name, rest)?,
             _ => {
                 return err(
                     ErrorType::ProviderNotFound,
@@ -332,7 +361,7 @@ impl InterfaceAdapter {
                     obj,
                     format!(
                         "no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\", \
-                         \"tcp\", \"tcp:<ipv4>[,crc]\")"
+                         \"tcp\", \"tcp:<ipv4>[,crc]\", \"shm\", \"shm:<ipv4>\")"
                     ),
                 )
             }

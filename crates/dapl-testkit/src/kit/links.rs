@@ -33,6 +33,7 @@ macro_rules! for_each_link {
     ($($m:ident)::+ ! ($($args:tt)*)) => {
         $($m)::+!(loopback, "loopback", $($args)*);
         $($m)::+!(tcp, "tcp", $($args)*);
+        $($m)::+!(shm, "shm", $($args)*);
     };
 }
 

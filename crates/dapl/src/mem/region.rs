@@ -66,7 +66,6 @@ enum Owner {
     /// Lent by the caller ([`RegionMemory::from_raw`]); never freed here.
     Lent,
     /// A shared mapping of a file ([`RegionMemory::map_shared`]); unmapped on drop.
-    #[allow(dead_code)] // the shm link that maps its rings is being built
     Mapped,
 }
 
@@ -194,7 +193,6 @@ impl RegionMemory {
     /// another process maps too (the shm link's rings). Unmapped when the region is dropped.
     /// Every access from this process is atomic (module doc), so the other process's writes
     /// are never a data race here; what it writes is data to validate, never trusted.
-    #[allow(dead_code)] // the shm link that maps its rings is being built
     pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
         if len == 0 || len > isize::MAX as usize {
             return Err(io::ErrorKind::InvalidInput.into());

@@ -1,4 +1,1414 @@
-//! The shm link (in progress): processes on one host connected through shared-memory rings.
+//! The shm link: processes on one host connected through rings in shared memory.
+//!
+//! - Rendezvous: a listener is an abstract `SOCK_SEQPACKET` unix socket named after the uid,
+//!   the IA address and the qualifier (no file left behind; scoped to the network namespace).
+//!   A connect sends a Request (IRD, ORD, private data) with two descriptors: the requester's
+//!   inbound ring (a sealed memfd) and its doorbell (an eventfd). The acceptor answers with an
+//!   Accept carrying its own pair, or a Reject. The socket stays open: a peer that exits or is
+//!   killed hangs it up, which breaks the connection at once (no timeout).
+//! - Data: each side produces into the other's inbound ring ([`ring`]) and rings its doorbell;
+//!   messages travel as records of at most [`ring::Producer::max_payload`] bytes (Send, Write,
+//!   Read Response segments; Read Requests; the Immediate Data that ends a write with
+//!   immediate; Close). A message that does not fit waits in the sender's `Tx` until the
+//!   consumer frees room and rings back (`TxOutcome::Queued`, then `tx_drained`).
+//! - Checks: every record is checked by the ring (lengths, kinds) and every placement by the
+//!   engine's memory table (`rx_*`), as on tcp; a peer that breaks the rules gets a broken
+//!   connection, never an out-of-bounds access.
+//! - Progress: one thread per IA waits on the listeners, the sockets and the doorbells; a
+//!   consumer that polls an empty EVD reads the rings itself (`Progress::poll`).
+//!
+//! Not yet: cross-memory attach for large transfers, mapped library memory, an armed flag
+//! that spares the doorbell while the consumer polls.
 
-#[allow(dead_code)] // the link that uses it is being built
 pub(crate) mod ring;
+
+use std::collections::HashMap;
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::event::epoll::{self, EventData, EventFlags};
+use rustix::event::{eventfd, EventfdFlags};
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::io::Errno;
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+
+use self::ring::{Consumer, Header, Kind, Producer, BROKEN, LAST, SOLICITED};
+use crate::engine::port::{
+    Connection, CrArrivalInfo, Link, LinkCaps, Listener as PortListener, OutMsg, Payload,
+    PendingRequest, Progress, TxOutcome, MAX_PRIVATE_DATA,
+};
+use crate::engine::qp::{
+    place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
+};
+use crate::mem::{RegionMemory, Seg};
+use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, IaAddress, MAX_IOV};
+
+/// Data bytes of each ring.
+const RING_CAP: usize = 128 << 10;
+/// How long a Send that found no receive buffer waits for one before the connection breaks
+/// (as on tcp).
+const RNR_GRACE: Duration = Duration::from_millis(500);
+/// How long a connect to a qualifier nobody listens on is retried (as on tcp).
+const REFUSED_RETRY_FOR: Duration = Duration::from_secs(2);
+const REFUSED_RETRY_GAP: Duration = Duration::from_millis(50);
+/// Record flag of a Close: the peer refused our oldest RDMA Read Request.
+const READ_REFUSED: u8 = 8;
+
+const MAGIC_REQUEST: &[u8; 4] = b"DRSQ";
+const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
+const MAGIC_REJECT: &[u8; 4] = b"DRSR";
+/// The requester took the Accept: the acceptor is established now.
+const MAGIC_READY: &[u8; 4] = b"DRSY";
+/// Bytes of a handshake message before the private data.
+const HS_HDR: usize = 20;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The abstract socket name of a listener.
+fn rendezvous(ip: IpAddr, qual: ConnQual) -> std::io::Result<SocketAddrUnix> {
+    let uid = rustix::process::getuid().as_raw();
+    let name = format!("dapl-rs-shm/{uid}/{ip}/{qual}");
+    Ok(SocketAddrUnix::new_abstract_name(name.as_bytes())?)
+}
+
+fn seqpacket() -> std::io::Result<OwnedFd> {
+    Ok(rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+/// One side's inbound ring: the memfd (sealed against resizing) and its mapping.
+fn new_ring() -> std::io::Result<(OwnedFd, Arc<RegionMemory>)> {
+    let fd = rustix::fs::memfd_create(
+        "dapl-rs-shm-ring",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    let len = ring::mapping_len(RING_CAP);
+    rustix::fs::ftruncate(&fd, len as u64)?;
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    let mem = RegionMemory::map_shared(fd.as_fd(), len)?;
+    Ok((fd, Arc::new(mem)))
+}
+
+/// Maps a ring the peer sent, after checking it cannot shrink under the mapping (a shrunk
+/// file would fault on access).
+fn map_peer_ring(fd: &OwnedFd) -> std::io::Result<Arc<RegionMemory>> {
+    let len = ring::mapping_len(RING_CAP);
+    let seals = rustix::fs::fcntl_get_seals(fd)?;
+    let st = rustix::fs::fstat(fd)?;
+    if !seals.contains(SealFlags::SHRINK) || (st.st_size as u64) < len as u64 {
+        return Err(std::io::ErrorKind::InvalidData.into());
+    }
+    Ok(Arc::new(RegionMemory::map_shared(fd.as_fd(), len)?))
+}
+
+fn new_bell() -> std::io::Result<OwnedFd> {
+    Ok(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?)
+}
+
+fn ring_bell(fd: &OwnedFd) {
+    let _ = rustix::io::write(fd, &1u64.to_ne_bytes());
+}
+
+fn reset_bell(fd: &OwnedFd) {
+    let mut b = [0u8; 8];
+    let _ = rustix::io::read(fd, &mut b);
+}
+
+/// A handshake message: magic, IRD, ORD, pid, private data length, private data.
+struct Hello {
+    magic: [u8; 4],
+    ird: u32,
+    ord: u32,
+    pdata: Vec<u8>,
+    fds: Vec<OwnedFd>,
+}
+
+fn send_hello(
+    sock: &OwnedFd,
+    magic: &[u8; 4],
+    ird: usize,
+    ord: usize,
+    pdata: &[u8],
+    fds: &[&OwnedFd],
+) -> bool {
+    let mut m = Vec::with_capacity(HS_HDR + pdata.len());
+    m.extend_from_slice(magic);
+    m.extend_from_slice(&(ird as u32).to_le_bytes());
+    m.extend_from_slice(&(ord as u32).to_le_bytes());
+    m.extend_from_slice(
+        &rustix::process::getpid()
+            .as_raw_nonzero()
+            .get()
+            .to_le_bytes(),
+    );
+    m.extend_from_slice(&(pdata.len() as u32).to_le_bytes());
+    m.extend_from_slice(pdata);
+    let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !borrowed.is_empty() && !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
+        return false;
+    }
+    rustix::net::sendmsg(sock, &[IoSlice::new(&m)], &mut control, SendFlags::NOSIGNAL)
+        .is_ok_and(|n| n == m.len())
+}
+
+/// Reads one handshake message. `Ok(None)`: nothing yet; `Err`: the peer hung up or sent
+/// something else.
+fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
+    let mut buf = [0u8; HS_HDR + MAX_PRIVATE_DATA + 1];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let r = rustix::net::recvmsg(
+        sock,
+        &mut [IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    );
+    let mut fds = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(it) = msg {
+            fds.extend(it);
+        }
+    }
+    let n = match r {
+        Ok(r) if r.flags.contains(RecvFlags::TRUNC) => return Err(()),
+        Ok(r) => r.bytes,
+        Err(Errno::AGAIN) => return Ok(None),
+        Err(Errno::INTR) => return Ok(None),
+        Err(_) => return Err(()),
+    };
+    if n < HS_HDR {
+        return Err(()); // 0: hung up
+    }
+    let word = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
+    let len = word(16) as usize;
+    if len > MAX_PRIVATE_DATA || HS_HDR + len != n {
+        return Err(());
+    }
+    Ok(Some(Hello {
+        magic: buf[..4].try_into().expect("4 bytes"),
+        ird: word(4),
+        ord: word(8),
+        pdata: buf[HS_HDR..n].to_vec(),
+        fds,
+    }))
+}
+
+// ------------------------------------------------------------------------------------------------
+// The link and its progress thread
+
+/// What a token in the epoll set stands for.
+#[derive(Clone)]
+enum Entry {
+    /// A listening socket.
+    Listener(Arc<ListenSock>),
+    /// An accepted socket whose Request has not arrived yet.
+    Incoming(Arc<Incoming>),
+    /// Our Request went out; the answer has not arrived yet.
+    Dial(Arc<Dial>),
+    /// We accepted; the requester's Ready has not arrived yet.
+    Accepting(Arc<Accepting>),
+    /// An established connection's socket (hang-up: the peer is gone).
+    Sock(Arc<ShmConn>),
+    /// An established connection's doorbell.
+    Bell(Arc<ShmConn>),
+}
+
+struct ListenSock {
+    sock: OwnedFd,
+    sp: Weak<dyn PortListener>,
+}
+
+struct Incoming {
+    sock: Mutex<Option<OwnedFd>>,
+    sp: Weak<dyn PortListener>,
+    token: u64,
+}
+
+struct Accepting {
+    conn: Arc<ShmConn>,
+    qp: Weak<Qp>,
+    attempt: u64,
+    ird: usize,
+    ord: usize,
+}
+
+struct Dial {
+    qp: Weak<Qp>,
+    attempt: u64,
+    remote: SocketAddrUnix,
+    remote_ip: IpAddr,
+    pdata: Vec<u8>,
+    ring_fd: OwnedFd,
+    ring: Arc<RegionMemory>,
+    bell: OwnedFd,
+    refused_until: Instant,
+    sock: Mutex<Option<OwnedFd>>,
+    token: u64,
+}
+
+pub(crate) struct Shared {
+    ip: Ipv4Addr,
+    epoll: OwnedFd,
+    /// Wakes the progress thread (to stop).
+    kick: OwnedFd,
+    entries: Mutex<HashMap<u64, Entry>>,
+    /// Qualifier -> the listener's token.
+    listeners: Mutex<HashMap<ConnQual, u64>>,
+    /// Established connections, for polls in consumers' threads.
+    conns: Mutex<Vec<Arc<ShmConn>>>,
+    stop: AtomicBool,
+    next_token: AtomicU64,
+}
+
+/// The shm link of one IA.
+pub(crate) struct ShmLink {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Connection ids: unique in the process.
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+const KICK: u64 = 0;
+
+impl ShmLink {
+    /// Starts the link for the IA address `ip` (its progress thread).
+    pub(crate) fn start(ip: Ipv4Addr) -> std::io::Result<Arc<ShmLink>> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let kick = new_bell()?;
+        epoll::add(&epoll, &kick, EventData::new_u64(KICK), EventFlags::IN)?;
+        let shared = Arc::new(Shared {
+            ip,
+            epoll,
+            kick,
+            entries: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(HashMap::new()),
+            conns: Mutex::new(Vec::new()),
+            stop: AtomicBool::new(false),
+            next_token: AtomicU64::new(1),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("dapl-shm".into())
+            .spawn(move || progress(s2))?;
+        Ok(Arc::new(ShmLink {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+}
+
+impl Shared {
+    fn token(&self) -> u64 {
+        self.next_token.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn add(&self, fd: &OwnedFd, token: u64, entry: Entry) -> bool {
+        lock(&self.entries).insert(token, entry);
+        if epoll::add(
+            &self.epoll,
+            fd,
+            EventData::new_u64(token),
+            EventFlags::IN | EventFlags::RDHUP,
+        )
+        .is_err()
+        {
+            lock(&self.entries).remove(&token);
+            return false;
+        }
+        true
+    }
+
+    fn remove(&self, fd: &OwnedFd, token: u64) {
+        let _ = epoll::delete(&self.epoll, fd);
+        lock(&self.entries).remove(&token);
+    }
+
+    /// Sends our Request on `dial`'s socket (connecting it first); a refusal within the retry
+    /// window tries again later.
+    fn dial(self: &Arc<Self>, dial: Arc<Dial>) {
+        let Some(qp) = dial.qp.upgrade() else {
+            return;
+        };
+        if !qp.attempt_pending(dial.attempt, crate::types::EpState::ActiveConnectionPending) {
+            return;
+        }
+        let refused = |s: &Arc<Shared>| {
+            let now = Instant::now();
+            if now + REFUSED_RETRY_GAP < dial.refused_until {
+                let (s, d) = (Arc::downgrade(s), dial.clone());
+                crate::engine::timer::at(now + REFUSED_RETRY_GAP, move || {
+                    if let Some(s) = s.upgrade() {
+                        s.dial(d);
+                    }
+                });
+            } else {
+                qp.attempt_failed(
+                    dial.attempt,
+                    ConnectionEventKind::NonPeerRejected,
+                    Vec::new(),
+                );
+            }
+        };
+        let Ok(sock) = seqpacket() else {
+            return refused(self);
+        };
+        match rustix::net::connect_unix(&sock, &dial.remote) {
+            Ok(()) => {}
+            Err(Errno::CONNREFUSED | Errno::NOENT | Errno::AGAIN) => return refused(self),
+            Err(_) => {
+                return qp.attempt_failed(
+                    dial.attempt,
+                    ConnectionEventKind::NonPeerRejected,
+                    Vec::new(),
+                )
+            }
+        }
+        let (ird, ord) = qp.read_depths();
+        if !send_hello(
+            &sock,
+            MAGIC_REQUEST,
+            ird,
+            ord,
+            &dial.pdata,
+            &[&dial.ring_fd, &dial.bell],
+        ) {
+            return refused(self);
+        }
+        let ok = self.add(&sock, dial.token, Entry::Dial(dial.clone()));
+        *lock(&dial.sock) = Some(sock);
+        if !ok {
+            qp.attempt_failed(
+                dial.attempt,
+                ConnectionEventKind::NonPeerRejected,
+                Vec::new(),
+            );
+        }
+    }
+
+    /// The answer to a Request of ours arrived (or the socket hung up).
+    fn on_dial(self: &Arc<Self>, dial: &Arc<Dial>) {
+        let mut slot = lock(&dial.sock);
+        let Some(sock) = slot.as_ref() else {
+            return;
+        };
+        let hello = match recv_hello(sock) {
+            Ok(None) => return,
+            Ok(Some(h)) => Some(h),
+            Err(()) => None,
+        };
+        let sock = slot.take().expect("checked above");
+        drop(slot);
+        self.remove(&sock, dial.token);
+        let Some(qp) = dial.qp.upgrade() else {
+            return;
+        };
+        let Some(mut h) = hello else {
+            qp.attempt_failed(
+                dial.attempt,
+                ConnectionEventKind::NonPeerRejected,
+                Vec::new(),
+            );
+            return;
+        };
+        if &h.magic == MAGIC_REJECT {
+            qp.attempt_failed(dial.attempt, ConnectionEventKind::PeerRejected, h.pdata);
+            return;
+        }
+        let peer = (&h.magic == MAGIC_ACCEPT && h.fds.len() == 2)
+            .then(|| {
+                let bell = h.fds.pop()?;
+                let ring = map_peer_ring(&h.fds[0]).ok()?;
+                Some((ring, bell))
+            })
+            .flatten();
+        let Some((peer_ring, peer_bell)) = peer else {
+            qp.attempt_failed(
+                dial.attempt,
+                ConnectionEventKind::NonPeerRejected,
+                Vec::new(),
+            );
+            return;
+        };
+        let (my_in, my_out) = qp.read_depths();
+        let ord = my_out.min(h.ird as usize);
+        let ird = (h.ord as usize).min(my_in);
+        let remote = SocketAddr::new(dial.remote_ip, 0);
+        let Ok(bell) = rustix::io::dup(&dial.bell) else {
+            return;
+        };
+        let conn = ShmConn::new(
+            self,
+            &qp,
+            remote,
+            sock,
+            bell,
+            peer_bell,
+            dial.ring.clone(),
+            peer_ring,
+        );
+        if !self.register(&conn) {
+            qp.attempt_failed(
+                dial.attempt,
+                ConnectionEventKind::NonPeerRejected,
+                Vec::new(),
+            );
+            return;
+        }
+        let as_conn: Arc<dyn Connection> = conn.clone();
+        if qp.established(dial.attempt, as_conn, ird, ord, remote)
+            && send_hello(&conn.sock, MAGIC_READY, 0, 0, &[], &[])
+        {
+            qp.report_established(h.pdata);
+        } else {
+            // Stale (timed out, disconnected): the acceptor sees the hang-up and reports
+            // ACCEPT_COMPLETION_ERROR.
+            qp.end_connection_of(conn.id, ConnectionEventKind::Broken, false);
+            self.forget(&conn);
+            let _ = rustix::net::shutdown(&conn.sock, rustix::net::Shutdown::ReadWrite);
+        }
+    }
+
+    /// The requester's Ready (we are established now), or its hang-up (the accept failed).
+    fn on_accepting(self: &Arc<Self>, acc: &Arc<Accepting>) {
+        let conn = &acc.conn;
+        let ready = match recv_hello(&conn.sock) {
+            Ok(None) => return,
+            Ok(Some(h)) => &h.magic == MAGIC_READY,
+            Err(()) => false,
+        };
+        let Some(qp) = acc.qp.upgrade() else {
+            self.forget(conn);
+            return;
+        };
+        if !ready {
+            self.forget(conn);
+            qp.attempt_failed(
+                acc.attempt,
+                ConnectionEventKind::AcceptCompletionError,
+                Vec::new(),
+            );
+            return;
+        }
+        lock(&self.entries).insert(conn.sock_token, Entry::Sock(conn.clone()));
+        let as_conn: Arc<dyn Connection> = conn.clone();
+        if qp.established(acc.attempt, as_conn, acc.ird, acc.ord, conn.remote)
+            && self.add(&conn.bell, conn.bell_token, Entry::Bell(conn.clone()))
+        {
+            lock(&self.conns).push(conn.clone());
+            qp.report_established(Vec::new());
+            // Records the requester sent right after its Ready wait in the ring.
+            conn.on_bell();
+        } else {
+            conn.close(true);
+        }
+    }
+
+    /// Puts an established connection's socket and doorbell in the epoll set (the
+    /// requester's side, established by the Accept).
+    fn register(self: &Arc<Self>, conn: &Arc<ShmConn>) -> bool {
+        let ok = self.add(&conn.sock, conn.sock_token, Entry::Sock(conn.clone()))
+            && self.add(&conn.bell, conn.bell_token, Entry::Bell(conn.clone()));
+        if ok {
+            lock(&self.conns).push(conn.clone());
+        }
+        ok
+    }
+
+    fn forget(&self, conn: &ShmConn) {
+        self.remove(&conn.sock, conn.sock_token);
+        self.remove(&conn.bell, conn.bell_token);
+        lock(&self.conns).retain(|c| c.id != conn.id);
+    }
+
+    fn on_listener(self: &Arc<Self>, l: &Arc<ListenSock>) {
+        let me = rustix::process::getuid();
+        loop {
+            let sock = match rustix::net::accept_with(
+                &l.sock,
+                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+            ) {
+                Ok(s) => s,
+                Err(Errno::INTR) => continue,
+                Err(_) => return,
+            };
+            // Only our own uid: an abstract socket has no permissions of its own.
+            if rustix::net::sockopt::get_socket_peercred(&sock).map(|c| c.uid) != Ok(me) {
+                continue;
+            }
+            let token = self.token();
+            let inc = Arc::new(Incoming {
+                sock: Mutex::new(None),
+                sp: l.sp.clone(),
+                token,
+            });
+            if self.add(&sock, token, Entry::Incoming(inc.clone())) {
+                *lock(&inc.sock) = Some(sock);
+                self.on_incoming(&inc);
+            }
+        }
+    }
+
+    fn on_incoming(self: &Arc<Self>, inc: &Arc<Incoming>) {
+        let mut slot = lock(&inc.sock);
+        let Some(sock) = slot.as_ref() else {
+            return;
+        };
+        let hello = match recv_hello(sock) {
+            Ok(None) => return,
+            Ok(Some(h)) => Some(h),
+            Err(()) => None,
+        };
+        let sock = slot.take().expect("checked above");
+        drop(slot);
+        self.remove(&sock, inc.token);
+        let Some(mut h) = hello.filter(|h| &h.magic == MAGIC_REQUEST && h.fds.len() == 2) else {
+            return;
+        };
+        let Some(sp) = inc.sp.upgrade().filter(|s| s.is_open()) else {
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, &[], &[]);
+            return;
+        };
+        let peer_bell = h.fds.pop().expect("two descriptors");
+        let peer_ring_fd = h.fds.pop().expect("two descriptors");
+        let peer_ucred = rustix::net::sockopt::get_socket_peercred(&sock).ok();
+        let info = CrArrivalInfo {
+            remote_addr: SocketAddr::new(IpAddr::V4(self.ip), 0),
+            remote_port_qual: peer_ucred.map_or(0, |c| c.pid.as_raw_nonzero().get() as u64),
+            private_data: h.pdata,
+        };
+        sp.request_arrived(Box::new(ShmRequest {
+            shared: Arc::downgrade(self),
+            sock: Mutex::new(Some(sock)),
+            peer_ring_fd,
+            peer_bell: Mutex::new(Some(peer_bell)),
+            ird: h.ird as usize,
+            ord: h.ord as usize,
+            info,
+        }));
+    }
+}
+
+fn progress(shared: Arc<Shared>) {
+    let mut events = epoll::EventVec::with_capacity(64);
+    while !shared.stop.load(Ordering::SeqCst) {
+        if epoll::wait(&shared.epoll, &mut events, 200).is_err() {
+            continue;
+        }
+        for ev in &events {
+            let token = ev.data.u64();
+            if token == KICK {
+                reset_bell(&shared.kick);
+                continue;
+            }
+            let entry = lock(&shared.entries).get(&token).cloned();
+            match entry {
+                Some(Entry::Listener(l)) => shared.on_listener(&l),
+                Some(Entry::Incoming(i)) => shared.on_incoming(&i),
+                Some(Entry::Dial(d)) => shared.on_dial(&d),
+                Some(Entry::Accepting(a)) => shared.on_accepting(&a),
+                Some(Entry::Sock(c)) => c.on_sock(),
+                Some(Entry::Bell(c)) => c.on_bell(),
+                None => {}
+            }
+        }
+        // Timers of stalled receives (RNR grace) are checked on every wake; a stall arms a
+        // timer that rings the connection's own bell at its deadline.
+    }
+}
+
+impl Link for ShmLink {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn caps(&self) -> LinkCaps {
+        LinkCaps {
+            completes_at_peer: false,
+            rnr_waits_forever: false,
+            max_iov: MAX_IOV,
+            max_private_data: MAX_PRIVATE_DATA,
+        }
+    }
+
+    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: Weak<dyn PortListener>) -> bool {
+        let s = &self.shared;
+        let mut by_qual = lock(&s.listeners);
+        if by_qual.contains_key(&qual) {
+            return false;
+        }
+        let Ok(name) = rendezvous(addr.ip(), qual) else {
+            return false;
+        };
+        let Ok(sock) = seqpacket() else {
+            return false;
+        };
+        if rustix::net::bind_unix(&sock, &name).is_err()
+            || rustix::net::listen(&sock, 1024).is_err()
+        {
+            return false;
+        }
+        let token = s.token();
+        let l = Arc::new(ListenSock { sock, sp });
+        if !s.add(&l.sock, token, Entry::Listener(l.clone())) {
+            return false;
+        }
+        by_qual.insert(qual, token);
+        true
+    }
+
+    fn unlisten(&self, _addr: IaAddress, qual: ConnQual) {
+        let s = &self.shared;
+        let Some(token) = lock(&s.listeners).remove(&qual) else {
+            return;
+        };
+        let entry = lock(&s.entries).remove(&token);
+        if let Some(Entry::Listener(l)) = entry {
+            let _ = epoll::delete(&s.epoll, &l.sock);
+        }
+    }
+
+    fn connect(&self, qp: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+        let attempt = qp.current_attempt();
+        let fail = || {
+            qp.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
+        };
+        let (Ok(name), Ok((ring_fd, ring)), Ok(bell)) =
+            (rendezvous(remote.ip(), qual), new_ring(), new_bell())
+        else {
+            return fail();
+        };
+        let dial = Arc::new(Dial {
+            qp: Arc::downgrade(qp),
+            attempt,
+            remote: name,
+            remote_ip: remote.ip(),
+            pdata: private_data.to_vec(),
+            ring_fd,
+            ring,
+            bell,
+            refused_until: Instant::now() + REFUSED_RETRY_FOR,
+            sock: Mutex::new(None),
+            token: self.shared.token(),
+        });
+        self.shared.dial(dial);
+    }
+
+    fn shutdown(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        ring_bell(&self.shared.kick);
+        let t = lock(&self.thread).take();
+        if let Some(t) = t {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+        lock(&self.shared.entries).clear();
+        lock(&self.shared.listeners).clear();
+        lock(&self.shared.conns).clear();
+    }
+}
+
+impl Progress for ShmLink {
+    /// Reads the rings of every connection here, as the progress thread would.
+    fn poll(&self, _for_inbound: bool) -> bool {
+        let conns: Vec<Arc<ShmConn>> = {
+            let c = lock(&self.shared.conns);
+            c.iter().filter(|c| c.has_input()).cloned().collect()
+        };
+        let mut any = false;
+        for c in conns {
+            any |= c.poll_rx();
+        }
+        any
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Connection requests
+
+struct ShmRequest {
+    shared: Weak<Shared>,
+    sock: Mutex<Option<OwnedFd>>,
+    peer_ring_fd: OwnedFd,
+    peer_bell: Mutex<Option<OwnedFd>>,
+    ird: usize,
+    ord: usize,
+    info: CrArrivalInfo,
+}
+
+impl PendingRequest for ShmRequest {
+    fn accept(&self, qp: &Arc<Qp>, private_data: &[u8]) -> bool {
+        let Some(shared) = self.shared.upgrade() else {
+            return false;
+        };
+        let (Some(sock), Some(peer_bell)) = (lock(&self.sock).take(), lock(&self.peer_bell).take())
+        else {
+            return false;
+        };
+        let (Ok(peer_ring), Ok((ring_fd, ring)), Ok(bell)) =
+            (map_peer_ring(&self.peer_ring_fd), new_ring(), new_bell())
+        else {
+            return false;
+        };
+        let (my_in, my_out) = qp.read_depths();
+        if !send_hello(
+            &sock,
+            MAGIC_ACCEPT,
+            my_in,
+            my_out,
+            private_data,
+            &[&ring_fd, &bell],
+        ) {
+            return false;
+        }
+        let ord = my_out.min(self.ird);
+        let ird = self.ord.min(my_in);
+        let remote = self.info.remote_addr;
+        let conn = ShmConn::new(&shared, qp, remote, sock, bell, peer_bell, ring, peer_ring);
+        // Established when the requester's Ready arrives (it may have given up meanwhile).
+        let acc = Arc::new(Accepting {
+            conn: conn.clone(),
+            qp: Arc::downgrade(qp),
+            attempt: qp.current_attempt(),
+            ird,
+            ord,
+        });
+        if !shared.add(&conn.sock, conn.sock_token, Entry::Accepting(acc.clone())) {
+            return false;
+        }
+        shared.on_accepting(&acc);
+        true
+    }
+
+    fn reject(&self, private_data: &[u8]) {
+        if let Some(sock) = lock(&self.sock).take() {
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, private_data, &[]);
+        }
+    }
+
+    fn info(&self) -> &CrArrivalInfo {
+        &self.info
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Connections
+
+/// Where a message's payload comes from while it is sent.
+enum Src {
+    Segs(Vec<Seg>),
+    Bytes(Vec<u8>),
+}
+
+impl Src {
+    fn of(p: Payload<'_>) -> Src {
+        match p {
+            Payload::Segs(s) => Src::Segs(s.to_vec()),
+            Payload::Bytes(b) => Src::Bytes(b.to_vec()),
+        }
+    }
+
+    /// Copies `n` bytes from byte `from` of the payload into `dst` at `at`.
+    fn copy(&self, from: u64, n: usize, dst: &RegionMemory, at: usize) -> bool {
+        match self {
+            Src::Bytes(b) => dst.copy_in(at, &b[from as usize..from as usize + n]),
+            Src::Segs(segs) => {
+                let mut done = 0usize;
+                for (i, off, k) in crate::mem::seg_span(segs, from, n) {
+                    let s = &segs[i];
+                    if !s.region.copy_to(s.offset + off, dst, at + done, k) {
+                        return false;
+                    }
+                    done += k;
+                }
+                done == n
+            }
+        }
+    }
+}
+
+/// A message being written into the peer's ring.
+struct Job {
+    /// The header of each segment record (`a` is advanced per segment for the offset).
+    hdr: Header,
+    src: Src,
+    sent: u64,
+    total: u64,
+    /// Segments carry `LAST` on the final one (Send, Read Response).
+    segmented_last: bool,
+    /// After the data, one record of its own (the Immediate Data of a write with immediate).
+    trailer: Option<Header>,
+    started: bool,
+}
+
+struct Tx {
+    ring: Producer,
+    job: Option<Job>,
+    /// A Close to send once the job is out: Some(broken flags).
+    close: Option<u8>,
+    closed: bool,
+}
+
+struct Rx {
+    ring: Consumer,
+    /// The receive buffer of the Send being received, and its solicited flag.
+    recv: Option<(RecvWr, bool)>,
+    rnr_until: Option<Instant>,
+    done: bool,
+    buf: Vec<u8>,
+}
+
+pub(crate) struct ShmConn {
+    id: u64,
+    qp: Weak<Qp>,
+    remote: IaAddress,
+    shared: Weak<Shared>,
+    sock: OwnedFd,
+    sock_token: u64,
+    bell: OwnedFd,
+    bell_token: u64,
+    peer_bell: OwnedFd,
+    tx: Mutex<Tx>,
+    rx: Mutex<Rx>,
+    /// Our inbound ring (also in `rx`), for lock-free looks.
+    inbound: Arc<RegionMemory>,
+}
+
+enum Step {
+    Go,
+    Stall,
+    Stop,
+}
+
+impl ShmConn {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        shared: &Arc<Shared>,
+        qp: &Arc<Qp>,
+        remote: IaAddress,
+        sock: OwnedFd,
+        bell: OwnedFd,
+        peer_bell: OwnedFd,
+        inbound: Arc<RegionMemory>,
+        outbound: Arc<RegionMemory>,
+    ) -> Arc<ShmConn> {
+        Arc::new(ShmConn {
+            id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
+            qp: Arc::downgrade(qp),
+            remote,
+            shared: Arc::downgrade(shared),
+            sock,
+            sock_token: shared.token(),
+            bell,
+            bell_token: shared.token(),
+            peer_bell,
+            tx: Mutex::new(Tx {
+                ring: Producer::new(outbound, RING_CAP),
+                job: None,
+                close: None,
+                closed: false,
+            }),
+            rx: Mutex::new(Rx {
+                ring: Consumer::new(inbound.clone(), RING_CAP),
+                recv: None,
+                rnr_until: None,
+                done: false,
+                buf: Vec::new(),
+            }),
+            inbound,
+        })
+    }
+
+    /// Lock-free: never takes `rx` (a poll holds the connection list's lock here).
+    fn has_input(&self) -> bool {
+        ring::pending(&self.inbound)
+    }
+
+    /// Writes as much of the job (then a pending Close) as the ring takes. Ok(true) when
+    /// nothing is left; Err: the peer's ring is garbage or our source was revoked.
+    fn drive(tx: &mut Tx) -> Result<bool, ()> {
+        if let Some(job) = tx.job.as_mut() {
+            let max = tx.ring.max_payload() as u64;
+            while !job.started || job.sent < job.total {
+                let n = (job.total - job.sent).min(max) as usize;
+                let mut hdr = job.hdr;
+                hdr.a = job.hdr.a.wrapping_add(job.sent);
+                if job.segmented_last && job.sent + n as u64 == job.total {
+                    hdr.flags |= LAST;
+                }
+                let (src, from) = (&job.src, job.sent);
+                let mut revoked = false;
+                let pushed = tx
+                    .ring
+                    .push(hdr, n, |m, at| {
+                        let ok = src.copy(from, n, m, at);
+                        revoked = !ok;
+                        ok
+                    })
+                    .map_err(|_| ())?;
+                if revoked {
+                    return Err(());
+                }
+                if !pushed {
+                    tx.ring.publish();
+                    return Ok(false);
+                }
+                job.started = true;
+                job.sent += n as u64;
+            }
+            if let Some(t) = job.trailer {
+                if !tx.ring.push(t, 0, |_, _| true).map_err(|_| ())? {
+                    tx.ring.publish();
+                    return Ok(false);
+                }
+                job.trailer = None;
+            }
+            tx.job = None;
+        }
+        if let Some(flags) = tx.close {
+            let mut h = Header::new(Kind::Close);
+            h.flags = flags;
+            if !tx.ring.push(h, 0, |_, _| true).map_err(|_| ())? {
+                tx.ring.publish();
+                return Ok(false);
+            }
+            tx.close = None;
+            tx.closed = true;
+        }
+        tx.ring.publish();
+        Ok(true)
+    }
+
+    fn qp(&self) -> Option<Arc<Qp>> {
+        self.qp.upgrade()
+    }
+
+    /// The doorbell rang (or a poll found input): room in the peer's ring for a waiting job,
+    /// records in ours.
+    fn on_bell(self: &Arc<Self>) {
+        reset_bell(&self.bell);
+        self.drain_tx();
+        self.poll_rx();
+    }
+
+    /// Continues a job that waited for room.
+    fn drain_tx(self: &Arc<Self>) {
+        let outcome = {
+            let mut tx = lock(&self.tx);
+            if tx.job.is_none() && tx.close.is_none() {
+                return;
+            }
+            let had_job = tx.job.is_some();
+            let r = Self::drive(&mut tx);
+            ring_bell(&self.peer_bell);
+            match r {
+                Ok(true) if had_job => Some(true),
+                Ok(_) => None,
+                Err(()) => Some(false),
+            }
+        };
+        if let (Some(ok), Some(qp)) = (outcome, self.qp()) {
+            if ok {
+                qp.tx_drained(self.id);
+            } else {
+                qp.end_connection_of(self.id, ConnectionEventKind::Broken, true);
+            }
+        }
+    }
+
+    /// Handles the records waiting in our ring. True if it handled any.
+    fn poll_rx(self: &Arc<Self>) -> bool {
+        let Ok(mut rx) = self.rx.try_lock() else {
+            return false;
+        };
+        if rx.done {
+            return false;
+        }
+        let mut any = false;
+        let mut wake_producer = false;
+        loop {
+            let rec = match rx.ring.peek() {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(_) => {
+                    self.fail(&mut rx, false);
+                    break;
+                }
+            };
+            any = true;
+            match self.handle(&mut rx, &rec) {
+                Step::Go => wake_producer |= rx.ring.consume(&rec),
+                Step::Stall => break,
+                Step::Stop => {
+                    wake_producer |= rx.ring.consume(&rec);
+                    break;
+                }
+            }
+        }
+        drop(rx);
+        if wake_producer {
+            ring_bell(&self.peer_bell);
+        }
+        any
+    }
+
+    /// Copies a record's payload out of the ring (bounds checked by the ring and here).
+    fn payload<'a>(rx: &'a mut Rx, rec: &ring::Record) -> Option<&'a [u8]> {
+        let n = rec.hdr.payload_len as usize;
+        let Rx { ring, buf, .. } = rx;
+        buf.resize(n, 0);
+        ring.mem()
+            .copy_out(rec.payload_at, &mut buf[..n])
+            .then_some(&buf[..n])
+    }
+
+    fn handle(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, rec: &ring::Record) -> Step {
+        let Some(qp) = self.qp() else {
+            rx.done = true;
+            return Step::Stop;
+        };
+        let h = rec.hdr;
+        match h.kind {
+            Kind::Pad => Step::Go,
+            Kind::Send | Kind::Immed => {
+                if rx.recv.is_none() {
+                    if h.kind == Kind::Send && h.a != 0 {
+                        return self.fail(rx, false);
+                    }
+                    match qp.rx_send_take() {
+                        RxTake::Buffer(wr) => {
+                            rx.rnr_until = None;
+                            rx.recv = Some((wr, false));
+                        }
+                        RxTake::NoBuffer => {
+                            let now = Instant::now();
+                            let until = *rx.rnr_until.get_or_insert(now + RNR_GRACE);
+                            if now >= until {
+                                return self.fail(rx, false);
+                            }
+                            let me = Arc::downgrade(self);
+                            crate::engine::timer::at(until, move || {
+                                if let Some(c) = me.upgrade() {
+                                    ring_bell(&c.bell);
+                                }
+                            });
+                            return Step::Stall;
+                        }
+                        RxTake::NotConnected => {
+                            rx.done = true;
+                            return Step::Stop;
+                        }
+                    }
+                } else if h.kind == Kind::Immed {
+                    return self.fail(rx, false); // in the middle of a Send
+                }
+                let (wr, _) = rx.recv.take().expect("taken above");
+                if h.kind == Kind::Immed {
+                    qp.rx_immed_done(&wr, h.stag, h.a, h.flags & SOLICITED != 0);
+                    return Step::Go;
+                }
+                let Some(bytes) = Self::payload(rx, rec) else {
+                    qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+                    return self.fail(rx, false);
+                };
+                match place_at(bytes, &wr.segs, h.a) {
+                    Ok(()) => {}
+                    Err(PlaceFault::TooLong) => {
+                        qp.rx_send_done(&wr, DtoStatus::LocalLength, 0, true);
+                        return self.fail(rx, false);
+                    }
+                    Err(PlaceFault::Revoked) => {
+                        qp.rx_send_done(&wr, DtoStatus::LocalProtection, 0, true);
+                        return self.fail(rx, false);
+                    }
+                }
+                if h.flags & LAST != 0 {
+                    let len = h.a + h.payload_len as u64;
+                    qp.rx_send_done(&wr, DtoStatus::Success, len, h.flags & SOLICITED != 0);
+                } else {
+                    rx.recv = Some((wr, h.flags & SOLICITED != 0));
+                }
+                Step::Go
+            }
+            Kind::Write => {
+                let Some(bytes) = Self::payload(rx, rec) else {
+                    return self.fail(rx, false);
+                };
+                if bytes.is_empty() {
+                    return Step::Go;
+                }
+                match qp.rx_write(h.stag, h.a, Payload::Bytes(bytes)) {
+                    Ok(()) => Step::Go,
+                    Err(RxWriteFault::Access(_)) => self.fail(rx, false),
+                    Err(RxWriteFault::NotConnected) => {
+                        rx.done = true;
+                        Step::Stop
+                    }
+                }
+            }
+            Kind::ReadRequest => {
+                let (src_stag, len) = (h.c as u32, h.c >> 32);
+                match qp.rx_read_request(h.stag, h.a, len, src_stag, h.b) {
+                    Ok(()) => Step::Go,
+                    Err(RxReadFault::Access(_)) => self.fail(rx, true),
+                    Err(RxReadFault::IrdExceeded) => self.fail(rx, false),
+                    Err(RxReadFault::NotConnected) => {
+                        rx.done = true;
+                        Step::Stop
+                    }
+                }
+            }
+            Kind::ReadResponse => {
+                let Some(bytes) = Self::payload(rx, rec) else {
+                    return self.fail(rx, false);
+                };
+                match qp.rx_read_response_segment(h.stag, h.a, bytes, h.flags & LAST != 0) {
+                    RxResponse::Placed => Step::Go,
+                    RxResponse::NotConnected => {
+                        rx.done = true;
+                        Step::Stop
+                    }
+                    RxResponse::Unexpected | RxResponse::Revoked => self.fail(rx, false),
+                }
+            }
+            Kind::Close => {
+                let held = rx.recv.take();
+                rx.done = true;
+                if let Some((wr, _)) = held {
+                    qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+                }
+                if h.flags & READ_REFUSED != 0 {
+                    qp.fail_oldest_read(DtoStatus::RemoteAccess);
+                }
+                qp.peer_closed(self.id, h.flags & BROKEN != 0);
+                self.finish();
+                Step::Stop
+            }
+        }
+    }
+
+    /// The peer broke the rules or refused an access: tell it (a broken Close), flush, break.
+    fn fail(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, read_refused: bool) -> Step {
+        let held = rx.recv.take();
+        rx.done = true;
+        rx.rnr_until = None;
+        {
+            let mut tx = lock(&self.tx);
+            if !tx.closed && tx.close.is_none() {
+                tx.job = None;
+                tx.close = Some(BROKEN | if read_refused { READ_REFUSED } else { 0 });
+                let _ = Self::drive(&mut tx);
+                ring_bell(&self.peer_bell);
+            }
+        }
+        if let Some(qp) = self.qp() {
+            if let Some((wr, _)) = held {
+                qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+            }
+            qp.end_connection_of(self.id, ConnectionEventKind::Broken, false);
+        }
+        Step::Stop
+    }
+
+    /// The socket is readable or hung up: after the records already in the ring (a Close
+    /// among them), a hang-up means the peer is gone.
+    fn on_sock(self: &Arc<Self>) {
+        let mut b = [0u8; 64];
+        match rustix::net::recv(&self.sock, &mut b, RecvFlags::DONTWAIT) {
+            Err(Errno::AGAIN) | Err(Errno::INTR) => return,
+            Ok(n) if n > 0 => return, // nothing is sent on an established socket
+            _ => {}
+        }
+        self.poll_rx();
+        let held = {
+            let mut rx = lock(&self.rx);
+            if rx.done {
+                None
+            } else {
+                rx.done = true;
+                Some(rx.recv.take())
+            }
+        };
+        if let Some(held) = held {
+            if let Some(qp) = self.qp() {
+                if let Some((wr, _)) = held {
+                    qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+                }
+                qp.peer_closed(self.id, true);
+            }
+        }
+        self.finish();
+    }
+
+    /// Both directions are over for this side: out of the epoll set and the poll list.
+    fn finish(&self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.forget(self);
+        }
+    }
+}
+
+impl Connection for ShmConn {
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        let mut tx = lock(&self.tx);
+        if tx.closed || tx.close.is_some() {
+            return TxOutcome::Broken;
+        }
+        debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
+        let job = match msg {
+            OutMsg::Send { solicited, payload } => {
+                let mut hdr = Header::new(Kind::Send);
+                if solicited {
+                    hdr.flags |= SOLICITED;
+                }
+                Job {
+                    hdr,
+                    total: payload.len(),
+                    src: Src::of(payload),
+                    sent: 0,
+                    segmented_last: true,
+                    trailer: None,
+                    started: false,
+                }
+            }
+            OutMsg::Write { payload, .. } if payload.len() == 0 => {
+                return TxOutcome::Sent; // nothing to place
+            }
+            OutMsg::Write { stag, to, payload } => {
+                let mut hdr = Header::new(Kind::Write);
+                hdr.stag = stag;
+                hdr.a = to;
+                Job {
+                    hdr,
+                    total: payload.len(),
+                    src: Src::of(payload),
+                    sent: 0,
+                    segmented_last: false,
+                    trailer: None,
+                    started: false,
+                }
+            }
+            OutMsg::WriteImmed {
+                stag,
+                to,
+                payload,
+                immediate,
+                solicited,
+            } => {
+                let mut hdr = Header::new(Kind::Write);
+                hdr.stag = stag;
+                hdr.a = to;
+                let mut t = Header::new(Kind::Immed);
+                t.stag = immediate;
+                t.a = payload.len();
+                if solicited {
+                    t.flags |= SOLICITED;
+                }
+                Job {
+                    hdr,
+                    total: payload.len(),
+                    src: Src::of(payload),
+                    sent: 0,
+                    segmented_last: false,
+                    trailer: Some(t),
+                    // An empty write with immediate sends only its Immediate Data.
+                    started: payload.len() == 0,
+                }
+            }
+            OutMsg::ReadRequest {
+                sink_stag,
+                sink_to,
+                len,
+                src_stag,
+                src_to,
+            } => {
+                let mut hdr = Header::new(Kind::ReadRequest);
+                hdr.stag = sink_stag;
+                hdr.a = sink_to;
+                hdr.b = src_to;
+                hdr.c = u64::from(src_stag) | (len << 32);
+                Job {
+                    hdr,
+                    total: 0,
+                    src: Src::Bytes(Vec::new()),
+                    sent: 0,
+                    segmented_last: false,
+                    trailer: None,
+                    started: false,
+                }
+            }
+            OutMsg::ReadResponse {
+                sink_stag,
+                sink_to,
+                payload,
+            } => {
+                let mut hdr = Header::new(Kind::ReadResponse);
+                hdr.stag = sink_stag;
+                hdr.a = sink_to;
+                Job {
+                    hdr,
+                    total: payload.len(),
+                    src: Src::of(payload),
+                    sent: 0,
+                    segmented_last: true,
+                    trailer: None,
+                    started: false,
+                }
+            }
+        };
+        tx.job = Some(job);
+        let r = Self::drive(&mut tx);
+        ring_bell(&self.peer_bell);
+        match r {
+            Ok(true) => TxOutcome::Sent,
+            Ok(false) => TxOutcome::Queued,
+            Err(()) => {
+                tx.job = None;
+                TxOutcome::Failed(DtoStatus::LocalProtection)
+            }
+        }
+    }
+
+    fn wake_peer(&self) {
+        // A receive was posted: a Send stalled in our ring may go on (in the progress thread).
+        ring_bell(&self.bell);
+    }
+
+    fn close(&self, broken: bool) {
+        let mut tx = lock(&self.tx);
+        if tx.closed || tx.close.is_some() {
+            return;
+        }
+        if broken {
+            tx.job = None;
+        }
+        tx.close = Some(if broken { BROKEN } else { 0 });
+        let _ = Self::drive(&mut tx);
+        ring_bell(&self.peer_bell);
+    }
+
+    fn remote_addr(&self) -> IaAddress {
+        self.remote
+    }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+}

@@ -140,6 +140,12 @@ fn word(mem: &RegionMemory, off: usize) -> &std::sync::atomic::AtomicU64 {
         .expect("ring control words are aligned words of the mapping")
 }
 
+/// True if the ring in `mem` holds records not consumed yet: two loads, no lock (a poll that
+/// finds nothing costs no more).
+pub(crate) fn pending(mem: &RegionMemory) -> bool {
+    word(mem, TAIL).load(Ordering::Relaxed) != word(mem, HEAD).load(Ordering::Relaxed)
+}
+
 /// The producing end of a ring.
 pub(crate) struct Producer {
     mem: Arc<RegionMemory>,
@@ -240,11 +246,6 @@ impl Consumer {
     /// The mapping (payloads are read from it).
     pub(crate) fn mem(&self) -> &Arc<RegionMemory> {
         &self.mem
-    }
-
-    /// True if a record may be waiting (cheap: one load).
-    pub(crate) fn has_data(&self) -> bool {
-        word(&self.mem, TAIL).load(Ordering::Relaxed) != self.head
     }
 
     /// The oldest record not consumed yet, checked against the ring's rules; `Pad` records
