@@ -46,8 +46,9 @@ pub(crate) fn entry(name: &str) -> Option<&'static ProviderEntry> {
 /// `ia_params` of a dat.conf line -> a `dapl` IA name.
 ///
 /// Words: the link, then its address, then options. `tcp <ipv4> [crc]` is the iWARP/TCP link
-/// on that local address (`crc` asks peers for MPA CRC32c); `loopback [<ipv4>]` the in-process
-/// link. A bare IPv4 address first means tcp.
+/// on that local address (`crc` asks peers for MPA CRC32c); `shm [<ipv4>]` the shared-memory
+/// link between processes of one host; `loopback [<ipv4>]` the in-process link. A bare IPv4
+/// address first means tcp.
 pub fn parse_ia_params(params: &str) -> Result<String, String> {
     let words: Vec<&str> = params.split_whitespace().collect();
     let (link, rest) = match words.split_first() {
@@ -84,7 +85,19 @@ pub fn parse_ia_params(params: &str) -> Result<String, String> {
             }
             _ => Err("loopback takes at most an IPv4 address".into()),
         },
-        other => Err(format!("unknown link {other:?} (known: tcp, loopback)")),
+        "shm" => match rest {
+            [] => Ok("shm".into()),
+            [a] => {
+                let ip: Ipv4Addr = a
+                    .parse()
+                    .map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+                Ok(format!("shm:{ip}"))
+            }
+            _ => Err("shm takes at most an IPv4 address".into()),
+        },
+        other => Err(format!(
+            "unknown link {other:?} (known: tcp, shm, loopback)"
+        )),
     }
 }
 
@@ -303,6 +316,9 @@ mod tests {
         );
         assert_eq!(parse_ia_params("127.0.0.1 0").unwrap(), "tcp:127.0.0.1");
         assert_eq!(parse_ia_params("loopback").unwrap(), "loopback");
+        assert_eq!(parse_ia_params("shm 127.0.0.1").unwrap(), "shm:127.0.0.1");
+        assert_eq!(parse_ia_params("shm").unwrap(), "shm");
+        assert!(parse_ia_params("shm 127.0.0.1 crc").is_err());
         assert_eq!(
             parse_ia_params("loopback 127.0.0.2").unwrap(),
             "loopback:127.0.0.2"

@@ -139,3 +139,72 @@ per_link!(
         ia_b.close(CloseFlags::Abrupt).unwrap();
     }
 );
+
+per_link!(
+    a_burst_of_graceful_disconnects_gives_each_endpoint_one_established_then_one_disconnected,
+    |link| {
+        raise_fd_limit();
+        const M: usize = 300;
+        let (ia_a, _x) = InterfaceAdapter::open(link, 8).unwrap();
+        let (ia_b, _y) = InterfaceAdapter::open(link, 8).unwrap();
+        let (pz_a, pz_b) = (ia_a.pz_create().unwrap(), ia_b.pz_create().unwrap());
+        let dto = ia_a.evd_create(8, None, EvdFlags::DTO).unwrap();
+        let conn_a = ia_a.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+        let dto_b = ia_b.evd_create(8, None, EvdFlags::DTO).unwrap();
+        let conn_b = ia_b.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+        let (_psp, cr_evd, q, addr) = listen(&ia_b);
+        let eps_a: Vec<Endpoint> = (0..M)
+            .map(|_| {
+                ia_a.endpoint(&pz_a)
+                    .dto_evd(&dto)
+                    .connect_evd(&conn_a)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        for ep in &eps_a {
+            ep.connect(addr.ip(), q, T, b"").unwrap();
+        }
+        let mut eps_b = Vec::new();
+        for _ in 0..M {
+            let ep = ia_b
+                .endpoint(&pz_b)
+                .dto_evd(&dto_b)
+                .connect_evd(&conn_b)
+                .build()
+                .unwrap();
+            expect_cr(&cr_evd).cr.accept(Some(&ep), b"").unwrap();
+            eps_b.push(ep);
+        }
+        let est_a = drain(&conn_a, M);
+        assert!(est_a
+            .iter()
+            .all(|e| e.as_connection().unwrap().kind == ConnectionEventKind::Established));
+        for ep in &eps_a {
+            ep.disconnect(CloseFlags::Graceful).unwrap();
+        }
+        let evs = drain(&conn_b, 2 * M);
+        let mut seen: std::collections::HashMap<u64, Vec<ConnectionEventKind>> = Default::default();
+        for e in &evs {
+            let c = e.as_connection().unwrap();
+            seen.entry(c.ep.id()).or_default().push(c.kind);
+        }
+        for ep in &eps_b {
+            assert_eq!(
+                seen.get(&ep.id()).map(Vec::as_slice),
+                Some(
+                    &[
+                        ConnectionEventKind::Established,
+                        ConnectionEventKind::Disconnected
+                    ][..]
+                ),
+                "endpoint {}",
+                ep.id()
+            );
+        }
+        assert_eq!(evs.len(), 2 * M);
+        drop((eps_a, eps_b));
+        ia_a.close(CloseFlags::Abrupt).unwrap();
+        ia_b.close(CloseFlags::Abrupt).unwrap();
+    }
+);

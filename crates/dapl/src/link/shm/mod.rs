@@ -65,8 +65,6 @@ const READ_REFUSED: u8 = 8;
 const MAGIC_REQUEST: &[u8; 4] = b"DRSQ";
 const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
 const MAGIC_REJECT: &[u8; 4] = b"DRSR";
-/// The requester took the Accept: the acceptor is established now.
-const MAGIC_READY: &[u8; 4] = b"DRSY";
 /// Bytes of a handshake message before the private data.
 const HS_HDR: usize = 20;
 
@@ -221,8 +219,6 @@ enum Entry {
     Incoming(Arc<Incoming>),
     /// Our Request went out; the answer has not arrived yet.
     Dial(Arc<Dial>),
-    /// We accepted; the requester's Ready has not arrived yet.
-    Accepting(Arc<Accepting>),
     /// An established connection's socket (hang-up: the peer is gone).
     Sock(Arc<ShmConn>),
     /// An established connection's doorbell.
@@ -240,14 +236,6 @@ struct Incoming {
     token: u64,
 }
 
-struct Accepting {
-    conn: Arc<ShmConn>,
-    qp: Weak<Qp>,
-    attempt: u64,
-    ird: usize,
-    ord: usize,
-}
-
 struct Dial {
     qp: Weak<Qp>,
     attempt: u64,
@@ -260,6 +248,34 @@ struct Dial {
     refused_until: Instant,
     sock: Mutex<Option<OwnedFd>>,
     token: u64,
+    shared: Weak<Shared>,
+}
+
+/// The attempt's link connection until it is established (`Qp::set_pending_conn`): when the
+/// attempt ends first (timed out, disconnected), the engine closes it, and the request's
+/// socket goes, so that a late accept fails (ACCEPT_COMPLETION_ERROR at the acceptor).
+impl Connection for Dial {
+    fn transmit(&self, _msg: OutMsg<'_>) -> TxOutcome {
+        TxOutcome::Broken
+    }
+
+    fn wake_peer(&self) {}
+
+    fn close(&self, _broken: bool) {
+        if let Some(sock) = lock(&self.sock).take() {
+            if let Some(s) = self.shared.upgrade() {
+                s.remove(&sock, self.token);
+            }
+        }
+    }
+
+    fn remote_addr(&self) -> IaAddress {
+        SocketAddr::new(self.remote_ip, 0)
+    }
+
+    fn id(&self) -> u64 {
+        self.token
+    }
 }
 
 pub(crate) struct Shared {
@@ -399,7 +415,10 @@ impl Shared {
                 ConnectionEventKind::NonPeerRejected,
                 Vec::new(),
             );
+            return;
         }
+        let pending: Arc<dyn Connection> = dial.clone();
+        qp.set_pending_conn(dial.attempt, pending);
     }
 
     /// The answer to a Request of ours arrived (or the socket hung up).
@@ -463,65 +482,25 @@ impl Shared {
             dial.ring.clone(),
             peer_ring,
         );
-        if !self.register(&conn) {
-            qp.attempt_failed(
-                dial.attempt,
-                ConnectionEventKind::NonPeerRejected,
-                Vec::new(),
-            );
-            return;
-        }
+        // Established before the ring is watched: a record handled earlier would find the
+        // endpoint not connected.
         let as_conn: Arc<dyn Connection> = conn.clone();
-        if qp.established(dial.attempt, as_conn, ird, ord, remote)
-            && send_hello(&conn.sock, MAGIC_READY, 0, 0, &[], &[])
-        {
-            qp.report_established(h.pdata);
-        } else {
-            // Stale (timed out, disconnected): the acceptor sees the hang-up and reports
-            // ACCEPT_COMPLETION_ERROR.
-            qp.end_connection_of(conn.id, ConnectionEventKind::Broken, false);
-            self.forget(&conn);
-            let _ = rustix::net::shutdown(&conn.sock, rustix::net::Shutdown::ReadWrite);
-        }
-    }
-
-    /// The requester's Ready (we are established now), or its hang-up (the accept failed).
-    fn on_accepting(self: &Arc<Self>, acc: &Arc<Accepting>) {
-        let conn = &acc.conn;
-        let ready = match recv_hello(&conn.sock) {
-            Ok(None) => return,
-            Ok(Some(h)) => &h.magic == MAGIC_READY,
-            Err(()) => false,
-        };
-        let Some(qp) = acc.qp.upgrade() else {
-            self.forget(conn);
-            return;
-        };
-        if !ready {
-            self.forget(conn);
-            qp.attempt_failed(
-                acc.attempt,
-                ConnectionEventKind::AcceptCompletionError,
-                Vec::new(),
-            );
-            return;
-        }
-        lock(&self.entries).insert(conn.sock_token, Entry::Sock(conn.clone()));
-        let as_conn: Arc<dyn Connection> = conn.clone();
-        if qp.established(acc.attempt, as_conn, acc.ird, acc.ord, conn.remote)
-            && self.add(&conn.bell, conn.bell_token, Entry::Bell(conn.clone()))
-        {
-            lock(&self.conns).push(conn.clone());
-            qp.report_established(Vec::new());
-            // Records the requester sent right after its Ready wait in the ring.
-            conn.on_bell();
-        } else {
+        if !qp.established(dial.attempt, as_conn, ird, ord, remote) {
+            // Stale (timed out, disconnected while the Accept was on its way): the acceptor
+            // sees the connection break.
             conn.close(true);
+            return;
         }
+        if !self.register(&conn) {
+            qp.end_connection_of(conn.id, ConnectionEventKind::Broken, true);
+            return;
+        }
+        qp.report_established(h.pdata);
+        // Records the acceptor sent before we got here wait in the ring.
+        conn.on_bell();
     }
 
-    /// Puts an established connection's socket and doorbell in the epoll set (the
-    /// requester's side, established by the Accept).
+    /// Puts an established connection's socket and doorbell in the epoll set.
     fn register(self: &Arc<Self>, conn: &Arc<ShmConn>) -> bool {
         let ok = self.add(&conn.sock, conn.sock_token, Entry::Sock(conn.clone()))
             && self.add(&conn.bell, conn.bell_token, Entry::Bell(conn.clone()));
@@ -622,7 +601,6 @@ fn progress(shared: Arc<Shared>) {
                 Some(Entry::Listener(l)) => shared.on_listener(&l),
                 Some(Entry::Incoming(i)) => shared.on_incoming(&i),
                 Some(Entry::Dial(d)) => shared.on_dial(&d),
-                Some(Entry::Accepting(a)) => shared.on_accepting(&a),
                 Some(Entry::Sock(c)) => c.on_sock(),
                 Some(Entry::Bell(c)) => c.on_bell(),
                 None => {}
@@ -706,6 +684,7 @@ impl Link for ShmLink {
             refused_until: Instant::now() + REFUSED_RETRY_FOR,
             sock: Mutex::new(None),
             token: self.shared.token(),
+            shared: Arc::downgrade(&self.shared),
         });
         self.shared.dial(dial);
     }
@@ -782,18 +761,20 @@ impl PendingRequest for ShmRequest {
         let ird = self.ord.min(my_in);
         let remote = self.info.remote_addr;
         let conn = ShmConn::new(&shared, qp, remote, sock, bell, peer_bell, ring, peer_ring);
-        // Established when the requester's Ready arrives (it may have given up meanwhile).
-        let acc = Arc::new(Accepting {
-            conn: conn.clone(),
-            qp: Arc::downgrade(qp),
-            attempt: qp.current_attempt(),
-            ird,
-            ord,
-        });
-        if !shared.add(&conn.sock, conn.sock_token, Entry::Accepting(acc.clone())) {
+        // Established at once (the requester may send as soon as it reads the Accept), and
+        // before the ring is watched; a requester that gave up meanwhile has closed the socket
+        // (the send above failed) or closes the connection when the Accept arrives.
+        let as_conn: Arc<dyn Connection> = conn.clone();
+        if !qp.established(qp.current_attempt(), as_conn, ird, ord, remote) {
+            conn.close(true);
             return false;
         }
-        shared.on_accepting(&acc);
+        if !shared.register(&conn) {
+            qp.end_connection_of(conn.id, ConnectionEventKind::Broken, true);
+            return true;
+        }
+        qp.report_established(Vec::new());
+        conn.on_bell();
         true
     }
 
@@ -1005,7 +986,10 @@ impl ShmConn {
     fn on_bell(self: &Arc<Self>) {
         reset_bell(&self.bell);
         self.drain_tx();
-        self.poll_rx();
+        // Blocking: a consumer's poll holding the ring may have looked before these records
+        // were published; once it lets go, this looks again (a poll's `try_lock` never waits).
+        let mut rx = lock(&self.rx);
+        self.process(&mut rx);
     }
 
     /// Continues a job that waited for room.
@@ -1033,11 +1017,17 @@ impl ShmConn {
         }
     }
 
-    /// Handles the records waiting in our ring. True if it handled any.
+    /// Handles the records waiting in our ring, unless another thread is at it. True if it
+    /// handled any.
     fn poll_rx(self: &Arc<Self>) -> bool {
         let Ok(mut rx) = self.rx.try_lock() else {
             return false;
         };
+        self.process(&mut rx)
+    }
+
+    /// Handles the records waiting in our ring (`rx` held).
+    fn process(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>) -> bool {
         if rx.done {
             return false;
         }
@@ -1048,12 +1038,12 @@ impl ShmConn {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(_) => {
-                    self.fail(&mut rx, false);
+                    self.fail(rx, false);
                     break;
                 }
             };
             any = true;
-            match self.handle(&mut rx, &rec) {
+            match self.handle(rx, &rec) {
                 Step::Go => wake_producer |= rx.ring.consume(&rec),
                 Step::Stall => break,
                 Step::Stop => {
@@ -1062,7 +1052,6 @@ impl ShmConn {
                 }
             }
         }
-        drop(rx);
         if wake_producer {
             ring_bell(&self.peer_bell);
         }
@@ -1236,9 +1225,11 @@ impl ShmConn {
             Ok(n) if n > 0 => return, // nothing is sent on an established socket
             _ => {}
         }
-        self.poll_rx();
         let held = {
+            // Waits for a poll in another thread: what the peer wrote before it went (its
+            // Close among it) is handled first.
             let mut rx = lock(&self.rx);
+            self.process(&mut rx);
             if rx.done {
                 None
             } else {
