@@ -9,6 +9,7 @@
 #
 #   scripts/dat-programs.sh                      # every check
 #   scripts/dat-programs.sh --only 'dtest -W'    # checks whose name matches this ERE
+#   scripts/dat-programs.sh --skip 'netns'       # every check but those matching this ERE
 #   scripts/dat-programs.sh --list               # check names and commands, nothing run
 #   scripts/dat-programs.sh --keep-logs DIR      # logs in DIR (default: a temp directory,
 #                                                # removed when everything passed)
@@ -24,7 +25,8 @@
 #   DATPROG_BUDGET          seconds for all checks (default 2400): checks not started by
 #                           then fail as "not run" (bounds a run where every program hangs)
 #   DATPROG_IA_PARAMS       dat.conf ia_params, printf format with %s = the IA's IPv4
-#                           address (default "tcp %s")
+#                           address (default "tcp %s"; "shm %s" runs them over the shm link)
+#   DATPROG_LABEL           a prefix for every check's name (e.g. "shm: ")
 #
 # Ports (never two checks at once: everything runs one after the other): side channel 15828
 # (dtest, dtestcm, dtestx), conn_qual 45248 (dtest, dtestcm, dtestsrq), 31112 (dtestx), 62000
@@ -66,6 +68,7 @@ if (open(my $o, ">", $f)) { print $o "$s\n"; close $o; }
 exit($r == -1 ? 127 : ($r & 127) ? 128 + ($r & 127) : $r >> 8);'
 
 ONLY=""
+SKIP=""
 KEEP_DIR=""
 LIST_ONLY=0
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
@@ -73,6 +76,8 @@ while [ $# -gt 0 ]; do
     case $1 in
         --only) [ $# -ge 2 ] || { usage >&2; exit 2; }; ONLY=$2; shift 2 ;;
         --only=*) ONLY=${1#--only=}; shift ;;
+        --skip) [ $# -ge 2 ] || { usage >&2; exit 2; }; SKIP=$2; shift 2 ;;
+        --skip=*) SKIP=${1#--skip=}; shift ;;
         --keep-logs) [ $# -ge 2 ] || { usage >&2; exit 2; }; KEEP_DIR=$2; shift 2 ;;
         --keep-logs=*) KEEP_DIR=${1#--keep-logs=}; shift ;;
         --list) LIST_ONLY=1; shift ;;
@@ -198,9 +203,13 @@ check_commands() {
 
 SELECTED=()
 for i in "${!CHECK_NAMES[@]}"; do
-    if [ -z "$ONLY" ] || [[ ${CHECK_NAMES[$i]} =~ $ONLY ]]; then
+    if { [ -z "$ONLY" ] || [[ ${CHECK_NAMES[$i]} =~ $ONLY ]]; } &&
+        { [ -z "$SKIP" ] || ! [[ ${CHECK_NAMES[$i]} =~ $SKIP ]]; }; then
         SELECTED+=("$i")
     fi
+done
+for i in "${!CHECK_NAMES[@]}"; do
+    CHECK_NAMES[i]="${DATPROG_LABEL:-}${CHECK_NAMES[i]}"
 done
 if [ "$LIST_ONLY" = 1 ]; then
     for i in "${SELECTED[@]}"; do
