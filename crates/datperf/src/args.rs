@@ -73,6 +73,19 @@ pub enum LinkKind {
     Tcp,
     /// The in-process loopback link (self-contained runs only).
     Loopback,
+    /// The shared-memory link between processes of one host (IA name "shm" / "shm:<ipv4>").
+    Shm,
+}
+
+impl LinkKind {
+    /// The IA name of this link on `addr` (loopback has one address only).
+    pub fn ia_name(self, addr: impl std::fmt::Display) -> String {
+        match self {
+            LinkKind::Tcp => format!("tcp:{addr}"),
+            LinkKind::Shm => format!("shm:{addr}"),
+            LinkKind::Loopback => "loopback".into(),
+        }
+    }
 }
 
 /// Where this process stands.
@@ -182,11 +195,12 @@ OPTIONS:
                                 (default: for bandwidth and rate); the raw TCP baseline
                                 then blocks (write latency polls memory, and its baseline
                                 polls, in every mode)
-        --link tcp|loopback     link of the DAT side (loopback: self-contained runs only)
+        --link tcp|shm|loopback link of the DAT side (shm: processes of one host; loopback:
+                                self-contained runs only)
     -p, --port QUAL             connection qualifier (default {qual}); the TCP port is QUAL
                                 for QUAL <= 65535, else QUAL % 32001 + 33534; the raw TCP
                                 baseline uses that port + 1
-        --ia NAME               local IA name (default: tcp:<address>)
+        --ia NAME               local IA name (default: <link>:<address>)
         --json                  print a JSON array of {{name, unit, value, baseline, ratio}}
     -h, --help                  this text
     -V, --version               the version
@@ -393,10 +407,11 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, String> {
             "--poll" => o.poll = Some(true),
             "--event" => o.poll = Some(false),
             "--link" => {
-                o.link = match value("tcp or loopback")?.as_str() {
+                o.link = match value("tcp, shm or loopback")?.as_str() {
                     "tcp" => LinkKind::Tcp,
+                    "shm" => LinkKind::Shm,
                     "loopback" => LinkKind::Loopback,
-                    v => return Err(format!("unknown link {v:?} (choose tcp or loopback)")),
+                    v => return Err(format!("unknown link {v:?} (choose tcp, shm or loopback)")),
                 };
                 link_set = true;
             }
@@ -569,7 +584,8 @@ mod tests {
         assert!(fails(&["-n", "0"]).contains("-n"));
         assert!(fails(&["-n", "ten"]).contains("whole number"));
         assert!(fails(&["-p", "-5"]).contains("-p"));
-        assert!(fails(&["--link", "shm"]).contains("shm"));
+        assert!(fails(&["--link", "udp"]).contains("udp"));
+        assert_eq!(run(&["--link", "shm"]).link, LinkKind::Shm);
         assert!(fails(&["--bogus"]).contains("--bogus"));
         assert!(fails(&["--bogus=1"]).contains("--bogus"));
         assert!(fails(&["stray"]).contains("stray"));

@@ -179,6 +179,7 @@ fn run_local(o: &Options) -> Result<String> {
     let suite = suite::build(o);
     let ia_name = match o.link {
         LinkKind::Tcp => "tcp",
+        LinkKind::Shm => "shm",
         LinkKind::Loopback => "loopback",
     };
     let server = dat::Server::start(ia_name, o.qual).ctx("starting the server side")?;
@@ -219,6 +220,7 @@ fn run_local(o: &Options) -> Result<String> {
     join(raw_thread, "raw TCP server")?;
     let link = match o.link {
         LinkKind::Tcp => "tcp link (iWARP over kernel TCP)",
+        LinkKind::Shm => "shm link (shared-memory rings)",
         LinkKind::Loopback => "loopback link (in-process)",
     };
     let title = format!(
@@ -266,7 +268,7 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
     let raw_addr = SocketAddr::new(IpAddr::V4(ip), baseline_port(qual)?);
     let ia_name = match &o.ia {
         Some(n) => n.clone(),
-        None => format!("tcp:{}", local_ip_for(ip)?),
+        None => o.link.ia_name(local_ip_for(ip)?),
     };
     let suite = suite::build(o);
     eprintln!(
@@ -293,7 +295,7 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
 fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {
     let qual = o.qual.unwrap_or(args::DEFAULT_QUAL);
     let raw_port = baseline_port(qual)?;
-    let ia_name = o.ia.clone().unwrap_or_else(|| format!("tcp:{addr}"));
+    let ia_name = o.ia.clone().unwrap_or_else(|| o.link.ia_name(addr));
     if o.test.is_some()
         || o.kind.is_some()
         || o.size.is_some()
