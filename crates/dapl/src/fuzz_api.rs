@@ -168,3 +168,42 @@ pub fn enter_lmr(
 pub fn remove_lmr(ia: &InterfaceAdapter, stag: u32) -> bool {
     ia.0.memtable.remove(stag)
 }
+
+/// The shm link's ring consumer fed `bytes` as the peer's side of a ring: the first 16 bytes
+/// are the producer's tail and a head offset (as a peer could leave them), the rest the data
+/// area. Reads records until the ring is empty or refused as garbage, checking that every
+/// record it accepts lies inside the mapping. Returns how many records it accepted. Panics on
+/// a broken invariant (a fuzz finding).
+pub fn shm_ring_consume(bytes: &[u8]) -> usize {
+    use crate::link::shm::ring::{mapping_len, Consumer, HDR};
+    const CAP: usize = 4096;
+    let mem = Arc::new(RegionMemory::allocate(mapping_len(CAP)).expect("a small allocation"));
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    let (tail, head) = match bytes.get(..16) {
+        Some(h) => (word(&h[..8]), word(&h[8..16]) % 4096),
+        None => (bytes.len() as u64, 0),
+    };
+    let data = bytes.get(16..).unwrap_or_default();
+    mem.copy_in(crate::link::shm::ring::DATA, &data[..data.len().min(CAP)]);
+    mem.word(0)
+        .expect("tail word")
+        .store(tail, std::sync::atomic::Ordering::Release);
+    mem.word(64)
+        .expect("head word")
+        .store(head, std::sync::atomic::Ordering::Release);
+    let mut c = Consumer::new(mem.clone(), CAP);
+    let mut n = 0;
+    while let Ok(Some(r)) = c.peek() {
+        let end = r.payload_at + r.hdr.payload_len as usize;
+        assert!(r.payload_at >= crate::link::shm::ring::DATA + HDR && end <= mem.len());
+        let mut buf = vec![0u8; r.hdr.payload_len as usize];
+        assert!(
+            c.mem().copy_out(r.payload_at, &mut buf),
+            "a payload outside the mapping"
+        );
+        c.consume(&r);
+        n += 1;
+        assert!(n <= CAP, "more records than a ring holds");
+    }
+    n
+}
