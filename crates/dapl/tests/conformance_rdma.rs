@@ -2782,3 +2782,56 @@ per_link!(rdma_posted_on_established_finds_peer_connected, |link| {
     a.close();
     b.close();
 });
+
+per_link!(
+    a_write_completes_before_the_peers_answer_to_it_in_one_evd,
+    |link| {
+        // One EVD takes a's requests and receives (as dtestx's does). b's link refuses a's
+        // RDMA Write (a bad STag) and ends the connection at once: the Write's completion
+        // must come before the receive that end flushes, on every link (the peer's answer
+        // never overtakes the completion of what it answers).
+        for round in 0..200u64 {
+            let a = Side::new(link, None);
+            let b = Side::new(link, None);
+            let dto = a.ia.evd_create(16, None, EvdFlags::DTO).unwrap();
+            let ep =
+                a.ia.endpoint(&a.pz)
+                    .dto_evd(&dto)
+                    .connect_evd(&a.conn_evd)
+                    .build()
+                    .unwrap();
+            let (la, lb) = (a.lmr(64), b.lmr(64));
+            ep.post_recv(&[la.triplet(0, 8)], 1, CompletionFlags::empty())
+                .unwrap();
+            let (_psp, _cr) = connect(
+                End {
+                    ep: &ep,
+                    conn_evd: &a.conn_evd,
+                },
+                &b.ia,
+                b.end(),
+                b"",
+                b"",
+            );
+            let good = lb.rmr_triplet(0, 8);
+            let bad = RmrTriplet::new(good.rmr_context.0 ^ 0x5a00, good.virtual_address, 8);
+            ep.post_rdma_write(&[la.triplet(8, 8)], 3, &bad, CompletionFlags::empty())
+                .unwrap();
+            let first = Side::dto(&dto);
+            assert_eq!(
+                first.cookie.0, 3,
+                "round {round}: the Write's completion first"
+            );
+            assert_remote_refused(link, Op::Write, first.status);
+            let second = Side::dto(&dto);
+            assert_eq!(
+                (second.cookie.0, second.status),
+                (1, DtoStatus::Flushed),
+                "round {round}"
+            );
+            drop(ep);
+            a.close();
+            b.close();
+        }
+    }
+);

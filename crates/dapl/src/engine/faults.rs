@@ -103,6 +103,10 @@ impl Connection for Faulty {
         self.inner.transmit(msg)
     }
 
+    fn sent_completed(&self) {
+        self.inner.sent_completed();
+    }
+
     fn wake_peer(&self) {
         self.inner.wake_peer();
     }

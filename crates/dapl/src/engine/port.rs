@@ -98,6 +98,11 @@ pub(crate) enum TxOutcome {
 pub(crate) trait Connection: Send + Sync {
     /// Hands one message to the link.
     fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome;
+    /// The engine queued the completion of the Send or Write that `transmit` just reported
+    /// `Sent`. A link whose peer could otherwise react to the message before that completion
+    /// is queued (and have its answer, or the end of the connection, reported first) may hold
+    /// the message back until this call. A connection that wraps another must pass it on.
+    fn sent_completed(&self) {}
     /// Tells the peer a receive buffer was posted (its blocked Send may go now).
     fn wake_peer(&self);
     /// Ends the connection from this side; the peer is told (it flushes and reports).

@@ -188,7 +188,10 @@ impl Qp {
                         }),
                     };
                     match out {
-                        TxOutcome::Sent => self.complete_send(&wr, DtoStatus::Success, wr.total),
+                        TxOutcome::Sent => {
+                            self.complete_send(&wr, DtoStatus::Success, wr.total);
+                            conn.sent_completed();
+                        }
                         TxOutcome::Queued => {
                             if self.stall_tx(Some(wr), &conn) {
                                 return;

@@ -841,6 +841,8 @@ struct Job {
 
 struct Tx {
     ring: Producer,
+    /// Records pushed but not published until the engine queued their completion.
+    held: bool,
     job: Option<Job>,
     /// A Close to send once the job is out: Some(broken flags).
     close: Option<u8>,
@@ -902,6 +904,7 @@ impl ShmConn {
             peer_bell,
             tx: Mutex::new(Tx {
                 ring: Producer::new(outbound, RING_CAP),
+                held: false,
                 job: None,
                 close: None,
                 closed: false,
@@ -973,7 +976,9 @@ impl ShmConn {
             tx.close = None;
             tx.closed = true;
         }
-        tx.ring.publish();
+        if !tx.held {
+            tx.ring.publish();
+        }
         Ok(true)
     }
 
@@ -1000,6 +1005,7 @@ impl ShmConn {
                 return;
             }
             let had_job = tx.job.is_some();
+            tx.held = false;
             let r = Self::drive(&mut tx);
             ring_bell(&self.peer_bell);
             match r {
@@ -1202,6 +1208,7 @@ impl ShmConn {
             let mut tx = lock(&self.tx);
             if !tx.closed && tx.close.is_none() {
                 tx.job = None;
+                tx.held = false;
                 tx.close = Some(BROKEN | if read_refused { READ_REFUSED } else { 0 });
                 let _ = Self::drive(&mut tx);
                 ring_bell(&self.peer_bell);
@@ -1364,8 +1371,18 @@ impl Connection for ShmConn {
                 }
             }
         };
+        // A Send or Write that fits is published only once the engine has queued its
+        // completion (`sent_completed`): the peer cannot answer it (or end the connection
+        // after it) before this side reports it complete.
+        let hold = matches!(job.hdr.kind, Kind::Send | Kind::Write);
         tx.job = Some(job);
+        tx.held = hold;
         let r = Self::drive(&mut tx);
+        if hold && matches!(r, Ok(true)) {
+            return TxOutcome::Sent;
+        }
+        tx.held = false;
+        tx.ring.publish();
         ring_bell(&self.peer_bell);
         match r {
             Ok(true) => TxOutcome::Sent,
@@ -1374,6 +1391,15 @@ impl Connection for ShmConn {
                 tx.job = None;
                 TxOutcome::Failed(DtoStatus::LocalProtection)
             }
+        }
+    }
+
+    fn sent_completed(&self) {
+        let mut tx = lock(&self.tx);
+        if std::mem::take(&mut tx.held) {
+            tx.ring.publish();
+            drop(tx);
+            ring_bell(&self.peer_bell);
         }
     }
 
@@ -1390,6 +1416,7 @@ impl Connection for ShmConn {
         if broken {
             tx.job = None;
         }
+        tx.held = false;
         tx.close = Some(if broken { BROKEN } else { 0 });
         let _ = Self::drive(&mut tx);
         ring_bell(&self.peer_bell);
