@@ -707,15 +707,27 @@ impl Link for ShmLink {
 impl Progress for ShmLink {
     /// Reads the rings of every connection here, as the progress thread would.
     fn poll(&self, _for_inbound: bool) -> bool {
-        let conns: Vec<Arc<ShmConn>> = {
-            let c = lock(&self.shared.conns);
-            c.iter().filter(|c| c.has_input()).cloned().collect()
-        };
-        let mut any = false;
-        for c in conns {
-            any |= c.poll_rx();
+        thread_local! {
+            // The connections with input, reused from poll to poll (no allocation per poll).
+            static READY: std::cell::RefCell<Vec<Arc<ShmConn>>> =
+                const { std::cell::RefCell::new(Vec::new()) };
         }
-        any
+        READY.with(|ready| {
+            let Ok(mut ready) = ready.try_borrow_mut() else {
+                return false; // re-entered from a handler
+            };
+            ready.extend(
+                lock(&self.shared.conns)
+                    .iter()
+                    .filter(|c| c.has_input())
+                    .cloned(),
+            );
+            let mut any = false;
+            for c in ready.drain(..) {
+                any |= c.poll_rx();
+            }
+            any
+        })
     }
 }
 
