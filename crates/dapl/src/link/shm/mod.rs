@@ -59,6 +59,9 @@ const RNR_GRACE: Duration = Duration::from_millis(500);
 /// How long a connect to a qualifier nobody listens on is retried (as on tcp).
 const REFUSED_RETRY_FOR: Duration = Duration::from_secs(2);
 const REFUSED_RETRY_GAP: Duration = Duration::from_millis(50);
+/// How long a consumer that polls an empty EVD counts as polling its rings: producers skip
+/// the doorbell meanwhile (the progress thread drains what is left when it runs out).
+const POLL_WINDOW_NS: u64 = 4_000_000;
 /// Record flag of a Close: the peer refused our oldest RDMA Read Request.
 const READ_REFUSED: u8 = 8;
 
@@ -67,6 +70,12 @@ const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
 const MAGIC_REJECT: &[u8; 4] = b"DRSR";
 /// Bytes of a handshake message before the private data.
 const HS_HDR: usize = 20;
+
+/// CLOCK_MONOTONIC in ns: the same clock in every process of the host.
+fn mono_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -288,6 +297,8 @@ pub(crate) struct Shared {
     listeners: Mutex<HashMap<ConnQual, u64>>,
     /// Established connections, for polls in consumers' threads.
     conns: Mutex<Vec<Arc<ShmConn>>>,
+    /// Until when (`mono_ns`) a consumer of this IA polls the rings (0: none does).
+    hot_until: AtomicU64,
     stop: AtomicBool,
     next_token: AtomicU64,
 }
@@ -316,6 +327,7 @@ impl ShmLink {
             entries: Mutex::new(HashMap::new()),
             listeners: Mutex::new(HashMap::new()),
             conns: Mutex::new(Vec::new()),
+            hot_until: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             next_token: AtomicU64::new(1),
         });
@@ -510,6 +522,21 @@ impl Shared {
         ok
     }
 
+    /// No consumer polls any more: producers ring again, and records that came without a
+    /// doorbell meanwhile are handled.
+    fn end_polling(&self, here: bool) {
+        let conns: Vec<Arc<ShmConn>> = lock(&self.conns).clone();
+        for c in conns {
+            if ring::stop_polling(&c.inbound) {
+                if here {
+                    c.on_bell();
+                } else {
+                    ring_bell(&c.bell);
+                }
+            }
+        }
+    }
+
     fn forget(&self, conn: &ShmConn) {
         self.remove(&conn.sock, conn.sock_token);
         self.remove(&conn.bell, conn.bell_token);
@@ -587,7 +614,20 @@ impl Shared {
 fn progress(shared: Arc<Shared>) {
     let mut events = epoll::EventVec::with_capacity(64);
     while !shared.stop.load(Ordering::SeqCst) {
-        if epoll::wait(&shared.epoll, &mut events, 200).is_err() {
+        // While a consumer polls, look again when its window runs out: it may have stopped
+        // without saying so, with records that no doorbell announced.
+        let hot = shared.hot_until.load(Ordering::Relaxed);
+        let now = mono_ns();
+        if hot != 0 && hot <= now {
+            shared.hot_until.store(0, Ordering::Relaxed);
+            shared.end_polling(true);
+        }
+        let timeout = if hot > now {
+            ((hot - now).div_ceil(1_000_000) as i32).clamp(1, 200)
+        } else {
+            200
+        };
+        if epoll::wait(&shared.epoll, &mut events, timeout).is_err() {
             continue;
         }
         for ev in &events {
@@ -705,8 +745,14 @@ impl Link for ShmLink {
 }
 
 impl Progress for ShmLink {
-    /// Reads the rings of every connection here, as the progress thread would.
+    /// Reads the rings of every connection here, as the progress thread would, and marks
+    /// them polled (`POLL_WINDOW_NS`): producers skip the doorbell meanwhile. (Any poll: a
+    /// consumer waiting for a read's or a send's completion reads the rings as well.)
     fn poll(&self, _for_inbound: bool) -> bool {
+        let until = Some(mono_ns() + POLL_WINDOW_NS);
+        if let Some(u) = until {
+            self.shared.hot_until.store(u, Ordering::Relaxed);
+        }
         thread_local! {
             // The connections with input, reused from poll to poll (no allocation per poll).
             static READY: std::cell::RefCell<Vec<Arc<ShmConn>>> =
@@ -719,6 +765,11 @@ impl Progress for ShmLink {
             ready.extend(
                 lock(&self.shared.conns)
                     .iter()
+                    .inspect(|c| {
+                        if let Some(u) = until {
+                            ring::poll_until(&c.inbound, u);
+                        }
+                    })
                     .filter(|c| c.has_input())
                     .cloned(),
             );
@@ -728,6 +779,14 @@ impl Progress for ShmLink {
             }
             any
         })
+    }
+
+    /// The consumer goes to sleep: producers ring again (records that came meanwhile are
+    /// handed to the progress thread).
+    fn idle(&self) {
+        if self.shared.hot_until.swap(0, Ordering::Relaxed) != 0 {
+            self.shared.end_polling(false);
+        }
     }
 }
 
@@ -937,6 +996,13 @@ impl ShmConn {
         ring::pending(&self.inbound)
     }
 
+    /// Rings the peer's doorbell for records just published, unless it polls its ring.
+    fn notify_peer(&self, tx: &Tx) {
+        if tx.ring.needs_bell(mono_ns()) {
+            ring_bell(&self.peer_bell);
+        }
+    }
+
     /// Writes as much of the job (then a pending Close) as the ring takes. Ok(true) when
     /// nothing is left; Err: the peer's ring is garbage or our source was revoked.
     fn drive(tx: &mut Tx) -> Result<bool, ()> {
@@ -1019,7 +1085,7 @@ impl ShmConn {
             let had_job = tx.job.is_some();
             tx.held = false;
             let r = Self::drive(&mut tx);
-            ring_bell(&self.peer_bell);
+            self.notify_peer(&tx);
             match r {
                 Ok(true) if had_job => Some(true),
                 Ok(_) => None,
@@ -1395,7 +1461,7 @@ impl Connection for ShmConn {
         }
         tx.held = false;
         tx.ring.publish();
-        ring_bell(&self.peer_bell);
+        self.notify_peer(&tx);
         match r {
             Ok(true) => TxOutcome::Sent,
             Ok(false) => TxOutcome::Queued,
@@ -1410,8 +1476,7 @@ impl Connection for ShmConn {
         let mut tx = lock(&self.tx);
         if std::mem::take(&mut tx.held) {
             tx.ring.publish();
-            drop(tx);
-            ring_bell(&self.peer_bell);
+            self.notify_peer(&tx);
         }
     }
 

@@ -7,6 +7,8 @@
 //! - `HEAD` (u64): bytes the consumer has consumed in total.
 //! - `WAITING` (u64): set by a producer that found the ring full; the consumer that frees
 //!   space clears it and rings the producer's doorbell.
+//! - `POLLING` (u64): until when (CLOCK_MONOTONIC, ns) a consumer polls the ring itself: the
+//!   producer need not ring its doorbell before then.
 //! - `DATA`..: the records, `cap` bytes (a power of two), positions taken modulo `cap`.
 //!
 //! A record is a multiple of [`ALIGN`] (64) bytes and never wraps: a producer that reaches the
@@ -31,6 +33,8 @@ const TAIL: usize = 0;
 const HEAD: usize = 64;
 /// Offset of the producer's "ring full, wake me" flag.
 const WAITING: usize = 128;
+/// Offset of the consumer's "polling until" word.
+const POLLING: usize = 192;
 /// Offset of the records.
 pub(crate) const DATA: usize = 4096;
 /// Records are multiples of this.
@@ -121,6 +125,9 @@ impl Header {
     }
 }
 
+/// How far a polling consumer's window must have moved before it writes the word again.
+const POLL_REFRESH_NS: u64 = 1_000_000;
+
 /// The bytes a record of `payload` bytes takes.
 pub(crate) fn record_len(payload: usize) -> usize {
     (HDR + payload).next_multiple_of(ALIGN)
@@ -144,6 +151,26 @@ fn word(mem: &RegionMemory, off: usize) -> &std::sync::atomic::AtomicU64 {
 /// finds nothing costs no more).
 pub(crate) fn pending(mem: &RegionMemory) -> bool {
     word(mem, TAIL).load(Ordering::Relaxed) != word(mem, HEAD).load(Ordering::Relaxed)
+}
+
+/// Tells the producer of the ring in `mem` that its consumer polls it until `until_ns` (the
+/// producer need not ring before then).
+pub(crate) fn poll_until(mem: &RegionMemory, until_ns: u64) {
+    let w = word(mem, POLLING);
+    // Written only when it moves on by a good part of the window: no shared-line write per
+    // poll.
+    if w.load(Ordering::Relaxed) + POLL_REFRESH_NS < until_ns {
+        w.store(until_ns, Ordering::SeqCst);
+    }
+}
+
+/// The consumer of the ring in `mem` stops polling it: its producer rings again. True if
+/// records arrived that no doorbell announced (the caller has them handled). SeqCst with
+/// [`Producer::needs_bell`].
+pub(crate) fn stop_polling(mem: &RegionMemory) -> bool {
+    word(mem, POLLING).store(0, Ordering::SeqCst);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    pending(mem)
 }
 
 /// The producing end of a ring.
@@ -216,6 +243,14 @@ impl Producer {
     /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
     pub(crate) fn publish(&self) {
         word(&self.mem, TAIL).store(self.tail, Ordering::Release);
+    }
+
+    /// After a publish: true if the consumer must be woken (its doorbell rung), false while
+    /// it polls the ring itself. SeqCst with the consumer's `stop_polling`: of a publish and
+    /// a consumer going to sleep, one sees the other.
+    pub(crate) fn needs_bell(&self, now_ns: u64) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        word(&self.mem, POLLING).load(Ordering::SeqCst) <= now_ns
     }
 }
 
