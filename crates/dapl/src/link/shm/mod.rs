@@ -433,20 +433,31 @@ impl Shared {
         qp.set_pending_conn(dial.attempt, pending);
     }
 
-    /// The answer to a Request of ours arrived (or the socket hung up).
-    fn on_dial(self: &Arc<Self>, dial: &Arc<Dial>) {
-        let mut slot = lock(&dial.sock);
-        let Some(sock) = slot.as_ref() else {
-            return;
-        };
-        let hello = match recv_hello(sock) {
-            Ok(None) => return,
+    /// The handshake message waiting on the socket in `slot` (registered as `token`): None
+    /// while there is none yet; else the socket, taken out of the slot and the epoll set, and
+    /// the message (None if the peer hung up or sent something else).
+    fn take_hello(
+        &self,
+        slot: &Mutex<Option<OwnedFd>>,
+        token: u64,
+    ) -> Option<(OwnedFd, Option<Hello>)> {
+        let mut slot = lock(slot);
+        let hello = match recv_hello(slot.as_ref()?) {
+            Ok(None) => return None,
             Ok(Some(h)) => Some(h),
             Err(()) => None,
         };
-        let sock = slot.take().expect("checked above");
+        let sock = slot.take()?;
         drop(slot);
-        self.remove(&sock, dial.token);
+        self.remove(&sock, token);
+        Some((sock, hello))
+    }
+
+    /// The answer to a Request of ours arrived (or the socket hung up).
+    fn on_dial(self: &Arc<Self>, dial: &Arc<Dial>) {
+        let Some((sock, hello)) = self.take_hello(&dial.sock, dial.token) else {
+            return;
+        };
         let Some(qp) = dial.qp.upgrade() else {
             return;
         };
@@ -572,18 +583,9 @@ impl Shared {
     }
 
     fn on_incoming(self: &Arc<Self>, inc: &Arc<Incoming>) {
-        let mut slot = lock(&inc.sock);
-        let Some(sock) = slot.as_ref() else {
+        let Some((sock, hello)) = self.take_hello(&inc.sock, inc.token) else {
             return;
         };
-        let hello = match recv_hello(sock) {
-            Ok(None) => return,
-            Ok(Some(h)) => Some(h),
-            Err(()) => None,
-        };
-        let sock = slot.take().expect("checked above");
-        drop(slot);
-        self.remove(&sock, inc.token);
         let Some(mut h) = hello.filter(|h| &h.magic == MAGIC_REQUEST && h.fds.len() == 2) else {
             return;
         };
@@ -908,6 +910,21 @@ struct Job {
     /// After the data, one record of its own (the Immediate Data of a write with immediate).
     trailer: Option<Header>,
     started: bool,
+}
+
+impl Job {
+    /// A message of `payload` under `hdr`; `segmented_last`: its final record carries LAST.
+    fn new(hdr: Header, payload: Payload<'_>, segmented_last: bool) -> Job {
+        Job {
+            hdr,
+            total: payload.len(),
+            src: Src::of(payload),
+            sent: 0,
+            segmented_last,
+            trailer: None,
+            started: false,
+        }
+    }
 }
 
 struct Tx {
@@ -1348,38 +1365,25 @@ impl Connection for ShmConn {
             return TxOutcome::Broken;
         }
         debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
+        let at = |kind, stag, a| {
+            let mut h = Header::new(kind);
+            h.stag = stag;
+            h.a = a;
+            h
+        };
         let job = match msg {
             OutMsg::Send { solicited, payload } => {
                 let mut hdr = Header::new(Kind::Send);
                 if solicited {
                     hdr.flags |= SOLICITED;
                 }
-                Job {
-                    hdr,
-                    total: payload.len(),
-                    src: Src::of(payload),
-                    sent: 0,
-                    segmented_last: true,
-                    trailer: None,
-                    started: false,
-                }
+                Job::new(hdr, payload, true)
             }
             OutMsg::Write { payload, .. } if payload.len() == 0 => {
                 return TxOutcome::Sent; // nothing to place
             }
             OutMsg::Write { stag, to, payload } => {
-                let mut hdr = Header::new(Kind::Write);
-                hdr.stag = stag;
-                hdr.a = to;
-                Job {
-                    hdr,
-                    total: payload.len(),
-                    src: Src::of(payload),
-                    sent: 0,
-                    segmented_last: false,
-                    trailer: None,
-                    started: false,
-                }
+                Job::new(at(Kind::Write, stag, to), payload, false)
             }
             OutMsg::WriteImmed {
                 stag,
@@ -1388,25 +1392,15 @@ impl Connection for ShmConn {
                 immediate,
                 solicited,
             } => {
-                let mut hdr = Header::new(Kind::Write);
-                hdr.stag = stag;
-                hdr.a = to;
-                let mut t = Header::new(Kind::Immed);
-                t.stag = immediate;
-                t.a = payload.len();
+                let mut t = at(Kind::Immed, immediate, payload.len());
                 if solicited {
                     t.flags |= SOLICITED;
                 }
-                Job {
-                    hdr,
-                    total: payload.len(),
-                    src: Src::of(payload),
-                    sent: 0,
-                    segmented_last: false,
-                    trailer: Some(t),
-                    // An empty write with immediate sends only its Immediate Data.
-                    started: payload.len() == 0,
-                }
+                let mut job = Job::new(at(Kind::Write, stag, to), payload, false);
+                job.trailer = Some(t);
+                // An empty write with immediate sends only its Immediate Data.
+                job.started = payload.len() == 0;
+                job
             }
             OutMsg::ReadRequest {
                 sink_stag,
@@ -1415,39 +1409,16 @@ impl Connection for ShmConn {
                 src_stag,
                 src_to,
             } => {
-                let mut hdr = Header::new(Kind::ReadRequest);
-                hdr.stag = sink_stag;
-                hdr.a = sink_to;
+                let mut hdr = at(Kind::ReadRequest, sink_stag, sink_to);
                 hdr.b = src_to;
                 hdr.c = u64::from(src_stag) | (len << 32);
-                Job {
-                    hdr,
-                    total: 0,
-                    src: Src::Bytes(Vec::new()),
-                    sent: 0,
-                    segmented_last: false,
-                    trailer: None,
-                    started: false,
-                }
+                Job::new(hdr, Payload::Bytes(&[]), false)
             }
             OutMsg::ReadResponse {
                 sink_stag,
                 sink_to,
                 payload,
-            } => {
-                let mut hdr = Header::new(Kind::ReadResponse);
-                hdr.stag = sink_stag;
-                hdr.a = sink_to;
-                Job {
-                    hdr,
-                    total: payload.len(),
-                    src: Src::of(payload),
-                    sent: 0,
-                    segmented_last: true,
-                    trailer: None,
-                    started: false,
-                }
-            }
+            } => Job::new(at(Kind::ReadResponse, sink_stag, sink_to), payload, true),
         };
         // A Send or Write that fits is published only once the engine has queued its
         // completion (`sent_completed`): the peer cannot answer it (or end the connection
