@@ -9,6 +9,7 @@ mod error;
 mod info;
 mod raw;
 mod report;
+mod shmbase;
 mod suite;
 
 use std::io::Write;
@@ -126,13 +127,31 @@ fn completion_mode(o: &Options) -> &'static str {
     }
 }
 
-fn render(o: &Options, title: &str, rows: &[Row]) -> String {
+fn render(o: &Options, title: &str, rows: &[Row], base: Baseline) -> String {
     if o.json {
         let mut s = report::json(rows);
         s.push('\n');
         s
     } else {
-        report::table(title, rows)
+        report::table(title, rows, base.label())
+    }
+}
+
+/// What the DAT figures are set against.
+#[derive(Clone, Copy)]
+enum Baseline {
+    /// Raw kernel TCP at this address (a datperf server's baseline port).
+    Tcp(SocketAddr),
+    /// The same-host floors of the shm link, measured here (`shmbase`).
+    Shm,
+}
+
+impl Baseline {
+    fn label(self) -> &'static str {
+        match self {
+            Baseline::Tcp(_) => "raw TCP",
+            Baseline::Shm => "shm floor",
+        }
     }
 }
 
@@ -140,7 +159,7 @@ fn render(o: &Options, title: &str, rows: &[Row]) -> String {
 /// round, so that both figures see the same drift of the machine's speed.
 fn run_suite(
     client: &dat::Client,
-    raw_addr: SocketAddr,
+    base: Baseline,
     suite: &[Measurement],
     quick: bool,
 ) -> Result<Vec<Row>> {
@@ -152,16 +171,21 @@ fn run_suite(
         let (mut d, mut b) = (Vec::new(), Vec::new());
         for r in suite::rounds(m, quick) {
             d.push(client.measure(&r).ctx(format!("{name} (dapl-rs)"))?);
-            // The baseline waits for its data as the DAT side did for its completions.
-            let poll = client.polls(&r);
-            b.push(raw::measure(raw_addr, &r, poll).ctx(format!("{name} (raw TCP baseline)"))?);
+            b.push(match base {
+                Baseline::Tcp(raw_addr) => {
+                    // It waits for its data as the DAT side did for its completions.
+                    let poll = client.polls(&r);
+                    raw::measure(raw_addr, &r, poll).ctx(format!("{name} (raw TCP baseline)"))?
+                }
+                Baseline::Shm => shmbase::measure(&r),
+            });
         }
         let row = Row {
             m: *m,
             dat: report::combine(m, &d)?,
             base: report::combine(m, &b)?,
         };
-        eprintln!("{}", report::progress_line(&row));
+        eprintln!("{}", report::progress_line(&row, base.label()));
         rows.push(row);
     }
     Ok(rows)
@@ -205,10 +229,15 @@ fn run_local(o: &Options) -> Result<String> {
         suite.len(),
         completion_mode(o)
     );
+    // shm's own floors for the shm link (same host), raw TCP for the others.
+    let base = match o.link {
+        LinkKind::Shm => Baseline::Shm,
+        _ => Baseline::Tcp(raw_addr),
+    };
     let rows = dat::Client::open(ia_name, SocketAddr::new(addr.ip(), 0), qual, o.poll)
         .ctx("starting the client side")
         .and_then(|client| {
-            let rows = run_suite(&client, raw_addr, &suite, o.quick);
+            let rows = run_suite(&client, base, &suite, o.quick);
             let closed = client.close();
             rows.and_then(|r| closed.map(|()| r))
         });
@@ -223,13 +252,19 @@ fn run_local(o: &Options) -> Result<String> {
         LinkKind::Shm => "shm link (shared-memory rings)",
         LinkKind::Loopback => "loopback link (in-process)",
     };
+    let against = match base {
+        Baseline::Shm => {
+            "the same-host floors (latency: two threads ping-ponging on one cache line; \
+             bandwidth: memcpy; rate: an SPSC ring of 8-byte messages)"
+        }
+        Baseline::Tcp(_) => "raw kernel TCP (TCP_NODELAY), 127.0.0.1",
+    };
     let title = format!(
-        "datperf {}: dapl-rs {link} vs raw kernel TCP (TCP_NODELAY), 127.0.0.1, same run; \
-         completions: {}",
+        "datperf {}: dapl-rs {link} vs {against}, same run; completions: {}",
         env!("CARGO_PKG_VERSION"),
         completion_mode(o)
     );
-    Ok(render(o, &title, &rows))
+    Ok(render(o, &title, &rows, base))
 }
 
 /// The first IPv4 address of `host`.
@@ -279,7 +314,11 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         completion_mode(o)
     );
     let client = dat::Client::open(&ia_name, SocketAddr::new(IpAddr::V4(ip), 0), qual, o.poll)?;
-    let rows = run_suite(&client, raw_addr, &suite, o.quick);
+    let base = match o.link {
+        LinkKind::Shm => Baseline::Shm,
+        _ => Baseline::Tcp(raw_addr),
+    };
+    let rows = run_suite(&client, base, &suite, o.quick);
     let closed = client.close();
     let rows = rows?;
     closed?;
@@ -289,7 +328,7 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         env!("CARGO_PKG_VERSION"),
         completion_mode(o)
     );
-    Ok(render(o, &title, &rows))
+    Ok(render(o, &title, &rows, base))
 }
 
 fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {

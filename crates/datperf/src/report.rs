@@ -142,20 +142,20 @@ fn cell(f: &Figure, unit: &str) -> String {
     }
 }
 
-/// The progress line of a finished measurement (stderr).
-pub fn progress_line(r: &Row) -> String {
+/// The progress line of a finished measurement (stderr); `base` names the baseline.
+pub fn progress_line(r: &Row, base: &str) -> String {
     let unit = r.m.unit();
     format!(
-        "datperf {}   raw TCP {}   ratio {:.2}",
+        "datperf {}   {base} {}   ratio {:.2}",
         cell(&r.dat, unit),
         cell(&r.base, unit),
         r.ratio()
     )
 }
 
-/// The table: one row per measurement.
-pub fn table(title: &str, rows: &[Row]) -> String {
-    let head = ["measurement", "datperf", "raw TCP", "ratio"];
+/// The table: one row per measurement; `base` names the baseline column.
+pub fn table(title: &str, rows: &[Row], base: &str) -> String {
+    let head = ["measurement", "datperf", base, "ratio"];
     let body: Vec<[String; 4]> = rows
         .iter()
         .map(|r| {
@@ -198,10 +198,10 @@ pub fn table(title: &str, rows: &[Row]) -> String {
     for b in &body {
         out.push_str(&line([&b[0], &b[1], &b[2], &b[3]]));
     }
-    out.push_str(
-        "ratio = datperf / raw TCP of the same run: lower is better for latency (us), \
-         higher for bandwidth (GB/s = 10^9 B/s) and rate\n",
-    );
+    out.push_str(&format!(
+        "ratio = datperf / {base} of the same run: lower is better for latency (us), \
+         higher for bandwidth (GB/s = 10^9 B/s) and rate\n"
+    ));
     out
 }
 
@@ -314,7 +314,7 @@ mod tests {
             },
         };
         assert_eq!(r.ratio(), 1.2);
-        let t = table("title", std::slice::from_ref(&r));
+        let t = table("title", std::slice::from_ref(&r), "raw TCP");
         assert!(
             t.contains("send_lat_8B") && t.contains("12.00 us (p99 20.00)") && t.contains("1.20")
         );

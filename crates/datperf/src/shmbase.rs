@@ -1,0 +1,145 @@
+//! The baselines of the shm link: for each figure, the best raw same-host mechanism, measured
+//! in the same run as the DAT figure (alternating rounds, as the raw TCP baseline is):
+//! - latency: two threads ping-ponging on one cache line (a spin on an atomic: the floor of any
+//!   shared-memory transport); half round trips for send and write, round trips for read;
+//! - bandwidth: `memcpy` of the same size (what one-sided transfers on library memory aim at);
+//! - message rate: a single-producer, single-consumer ring of 8-byte messages between two
+//!   threads, 64 slots (the window the DAT side keeps in flight).
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::args::Op;
+use crate::dat::{Sample, WINDOW};
+use crate::suite::{Kind, Measurement};
+
+/// One cache line of its own.
+#[repr(align(64))]
+#[derive(Default)]
+struct Line(AtomicU64);
+
+/// Runs `m`'s baseline here.
+pub fn measure(m: &Measurement) -> Sample {
+    match m.kind {
+        Kind::Lat => ping_pong(m),
+        Kind::Bw => copy(m),
+        Kind::Rate => ring(m),
+    }
+}
+
+fn ping_pong(m: &Measurement) -> Sample {
+    let flag = Arc::new(Line::default());
+    let n = m.warmup + m.iters;
+    let peer = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            for k in 0..n {
+                while flag.0.load(Ordering::Acquire) != 2 * k + 1 {
+                    std::hint::spin_loop();
+                }
+                flag.0.store(2 * k + 2, Ordering::Release);
+            }
+        })
+    };
+    let half = m.op != Op::Read;
+    let mut v = Vec::with_capacity(m.iters as usize);
+    for k in 0..n {
+        let t = Instant::now();
+        flag.0.store(2 * k + 1, Ordering::Release);
+        while flag.0.load(Ordering::Acquire) != 2 * k + 2 {
+            std::hint::spin_loop();
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        if k >= m.warmup {
+            v.push(if half { us / 2.0 } else { us });
+        }
+    }
+    peer.join().expect("the ping-pong peer");
+    Sample::Lat(v)
+}
+
+fn copy(m: &Measurement) -> Sample {
+    let size = m.size as usize;
+    let src = vec![0x5au8; size];
+    let mut dst = vec![0u8; size];
+    let t = Instant::now();
+    for _ in 0..m.iters {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    }
+    Sample::Bw {
+        bytes: m.size * m.iters,
+        msgs: m.iters,
+        secs: t.elapsed().as_secs_f64(),
+    }
+}
+
+fn ring(m: &Measurement) -> Sample {
+    const SLOTS: u64 = WINDOW as u64;
+    let slots: Arc<Vec<AtomicU64>> = Arc::new((0..SLOTS).map(|_| AtomicU64::new(0)).collect());
+    let (head, tail) = (Arc::new(Line::default()), Arc::new(Line::default()));
+    let n = m.iters;
+    let t = Instant::now();
+    let consumer = {
+        let (slots, head, tail) = (slots.clone(), head.clone(), tail.clone());
+        std::thread::spawn(move || {
+            let mut sum = 0u64;
+            for k in 0..n {
+                while tail.0.load(Ordering::Acquire) == k {
+                    std::hint::spin_loop();
+                }
+                sum = sum.wrapping_add(slots[(k % SLOTS) as usize].load(Ordering::Relaxed));
+                head.0.store(k + 1, Ordering::Release);
+            }
+            black_box(sum);
+        })
+    };
+    for k in 0..n {
+        while k - head.0.load(Ordering::Acquire) >= SLOTS {
+            std::hint::spin_loop();
+        }
+        slots[(k % SLOTS) as usize].store(k, Ordering::Relaxed);
+        tail.0.store(k + 1, Ordering::Release);
+    }
+    consumer.join().expect("the ring's consumer");
+    Sample::Bw {
+        bytes: m.size * n,
+        msgs: n,
+        secs: t.elapsed().as_secs_f64(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(op: Op, kind: Kind, size: u64, iters: u64) -> Measurement {
+        Measurement {
+            op,
+            kind,
+            size,
+            iters,
+            warmup: 3,
+        }
+    }
+
+    #[test]
+    fn each_baseline_reports_what_it_moved() {
+        let Sample::Lat(v) = measure(&m(Op::Send, Kind::Lat, 8, 50)) else {
+            panic!("latency");
+        };
+        assert_eq!(v.len(), 50);
+        assert!(v.iter().all(|&us| us > 0.0));
+        let Sample::Bw { bytes, msgs, secs } = measure(&m(Op::Write, Kind::Bw, 4096, 20)) else {
+            panic!("bandwidth");
+        };
+        assert_eq!((bytes, msgs), (4096 * 20, 20));
+        assert!(secs > 0.0);
+        let Sample::Bw { msgs, .. } = measure(&m(Op::Send, Kind::Rate, 8, 1000)) else {
+            panic!("rate");
+        };
+        assert_eq!(msgs, 1000);
+    }
+}
