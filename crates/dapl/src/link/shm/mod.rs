@@ -62,6 +62,11 @@ const REFUSED_RETRY_GAP: Duration = Duration::from_millis(50);
 /// How long a consumer that polls an empty EVD counts as polling its rings: producers skip
 /// the doorbell meanwhile (the progress thread drains what is left when it runs out).
 const POLL_WINDOW_NS: u64 = 4_000_000;
+/// How long the progress thread polls the rings itself after a doorbell woke it.
+const SPIN_NS: u64 = 50_000;
+/// Slack on the "polled until" mark the spinning thread writes (it is refreshed only every
+/// millisecond: `ring::poll_until`).
+const POLL_REFRESH_SLACK_NS: u64 = 2_000_000;
 /// Record flag of a Close: the peer refused our oldest RDMA Read Request.
 const READ_REFUSED: u8 = 8;
 
@@ -533,6 +538,38 @@ impl Shared {
         ok
     }
 
+    /// The progress thread polls every ring for `SPIN_NS` after the last record it found (the
+    /// rings marked polled meanwhile, so producers skip the doorbell), or until a consumer
+    /// polls; then producers ring again.
+    fn spin(&self) {
+        let conns: Vec<Arc<ShmConn>> = lock(&self.conns).clone();
+        let mut until = mono_ns() + SPIN_NS;
+        loop {
+            let mut any = false;
+            for c in &conns {
+                ring::poll_until(&c.inbound, until + POLL_REFRESH_SLACK_NS);
+                if c.has_input() {
+                    any |= c.poll_rx();
+                }
+            }
+            let now = mono_ns();
+            if any {
+                until = now + SPIN_NS;
+            }
+            if now >= until || self.hot_until.load(Ordering::Relaxed) != 0 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if self.hot_until.load(Ordering::Relaxed) == 0 {
+            for c in &conns {
+                if ring::stop_polling(&c.inbound) {
+                    c.on_bell();
+                }
+            }
+        }
+    }
+
     /// No consumer polls any more: producers ring again, and records that came without a
     /// doorbell meanwhile are handled.
     fn end_polling(&self, here: bool) {
@@ -615,6 +652,7 @@ impl Shared {
 
 fn progress(shared: Arc<Shared>) {
     let mut events = epoll::EventVec::with_capacity(64);
+    let mut rang = false;
     while !shared.stop.load(Ordering::SeqCst) {
         // While a consumer polls, look again when its window runs out: it may have stopped
         // without saying so, with records that no doorbell announced.
@@ -644,9 +682,18 @@ fn progress(shared: Arc<Shared>) {
                 Some(Entry::Incoming(i)) => shared.on_incoming(&i),
                 Some(Entry::Dial(d)) => shared.on_dial(&d),
                 Some(Entry::Sock(c)) => c.on_sock(),
-                Some(Entry::Bell(c)) => c.on_bell(),
+                Some(Entry::Bell(c)) => {
+                    c.on_bell();
+                    rang = true;
+                }
                 None => {}
             }
+        }
+        // A doorbell woke the thread and no consumer polls: the next record (a Read Request
+        // after the last, the answer to what was just sent) often follows within a round
+        // trip, so the thread polls the rings itself for a moment before it sleeps again.
+        if std::mem::take(&mut rang) && shared.hot_until.load(Ordering::Relaxed) == 0 {
+            shared.spin();
         }
         // Timers of stalled receives (RNR grace) are checked on every wake; a stall arms a
         // timer that rings the connection's own bell at its deadline.
