@@ -15,10 +15,12 @@
 //!   engine's memory table (`rx_*`), as on tcp; a peer that breaks the rules gets a broken
 //!   connection, never an out-of-bounds access.
 //! - Progress: one thread per IA waits on the listeners, the sockets and the doorbells; a
-//!   consumer that polls an empty EVD reads the rings itself (`Progress::poll`).
+//!   consumer that polls an empty EVD reads the rings itself (`Progress::poll`) and marks them
+//!   polled, so producers skip the doorbell meanwhile; after a doorbell the thread polls for
+//!   a moment itself (`Shared::spin`).
 //!
-//! Not yet: cross-memory attach for large transfers, mapped library memory, an armed flag
-//! that spares the doorbell while the consumer polls.
+//! Not yet: cross-memory attach for large transfers, mapped library memory, placement
+//! straight from the ring (docs/architecture.md, "The shm link").
 
 pub(crate) mod ring;
 
@@ -695,8 +697,6 @@ fn progress(shared: Arc<Shared>) {
         if std::mem::take(&mut rang) && shared.hot_until.load(Ordering::Relaxed) == 0 {
             shared.spin();
         }
-        // Timers of stalled receives (RNR grace) are checked on every wake; a stall arms a
-        // timer that rings the connection's own bell at its deadline.
     }
 }
 
