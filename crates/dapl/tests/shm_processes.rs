@@ -4,7 +4,9 @@
 //!   the parent finds every byte;
 //! - death: the child is killed (SIGKILL) while the parent has receives posted: the parent's
 //!   endpoint ends BROKEN at once (the rendezvous socket hangs up; no timeout), every receive
-//!   completes FLUSHED exactly once, and the parent's IA goes on serving.
+//!   completes FLUSHED exactly once, and the parent's IA goes on serving;
+//! - a stopped child (SIGSTOP) is not dead: nothing ends while it is stopped, and once it is
+//!   continued (SIGCONT) the connection carries on.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -101,6 +103,24 @@ fn shm_child() {
             // The parent kills this process.
             std::thread::sleep(Duration::from_secs(60));
         }
+        "stop" => {
+            // Sends a message, then (stopped and continued by the parent meanwhile) a second
+            // one once the parent's next message arrives.
+            let msg = c.lmr(8);
+            c.ep.post_send(&[msg.slice(..8).unwrap()], 2, CompletionFlags::empty())
+                .unwrap();
+            // The receive posted before connecting takes the parent's message.
+            let d = c.recv_done();
+            assert_eq!((d.cookie.0, d.status), (1, DtoStatus::Success));
+            c.ep.post_send(&[msg.slice(..8).unwrap()], 3, CompletionFlags::empty())
+                .unwrap();
+            let (ev, _) = c
+                .conn_evd
+                .wait(Some(Duration::from_secs(30)), 1)
+                .unwrap()
+                .unwrap();
+            assert!(ev.as_connection().is_some());
+        }
         r => panic!("unknown role {r}"),
     }
     c.close();
@@ -192,5 +212,43 @@ fn a_killed_peer_process_breaks_the_connection_at_once_and_flushes_every_receive
     other.expect_conn(ConnectionEventKind::Established);
     p.expect_conn(ConnectionEventKind::Established);
     other.close();
+    p.close();
+}
+
+#[test]
+fn a_stopped_peer_process_is_not_declared_dead_and_carries_on_when_continued() {
+    let (p, mut child, _psp, _cr) = accept_child("stop");
+    let bufs = p.lmr(2 * 64);
+    for k in 0..2u64 {
+        p.ep.post_recv(
+            &[bufs.slice(k as usize * 64..(k as usize + 1) * 64).unwrap()],
+            10 + k,
+            CompletionFlags::empty(),
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        p.recv_done().status,
+        DtoStatus::Success,
+        "the child's first message"
+    );
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
+    // Stopped for longer than any grace: no connection event, nothing flushed.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(p.conn_evd.dequeue().unwrap().is_none(), "nothing ended");
+    assert!(p.recv_evd.dequeue().unwrap().is_none(), "nothing flushed");
+    assert_eq!(p.ep.state(), EpState::Connected);
+    // Our message waits in its ring; continued, the child answers it.
+    let msg = p.lmr(8);
+    p.ep.post_send(&[msg.slice(..8).unwrap()], 1, CompletionFlags::empty())
+        .unwrap();
+    assert_eq!(p.req_done().status, DtoStatus::Success);
+    rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
+    let second = p.recv_done();
+    assert_eq!((second.cookie.0, second.status), (11, DtoStatus::Success));
+    p.ep.disconnect(CloseFlags::Graceful).unwrap();
+    p.expect_conn(ConnectionEventKind::Disconnected);
+    assert!(child.wait().unwrap().success(), "the child passed");
     p.close();
 }
