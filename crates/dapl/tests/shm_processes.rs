@@ -54,6 +54,21 @@ fn accept_child(role: &str) -> (Side, Child, ServicePoint, Evd) {
     (p, child, psp, cr_evd)
 }
 
+/// `n` receives of 64 bytes on `p`'s endpoint, cookies 10, 11, ...; their memory.
+fn post_receives(p: &Side, n: u64) -> Lmr {
+    let bufs = p.lmr(n as usize * 64);
+    for k in 0..n {
+        let at = k as usize * 64;
+        p.ep.post_recv(
+            &[bufs.slice(at..at + 64).unwrap()],
+            10 + k,
+            CompletionFlags::empty(),
+        )
+        .unwrap();
+    }
+    bufs
+}
+
 #[test]
 #[ignore = "the child side of the two-process tests (they run it)"]
 fn shm_child() {
@@ -161,15 +176,7 @@ fn a_child_process_rdma_writes_a_mebibyte_into_the_parent_over_shm() {
 #[test]
 fn a_killed_peer_process_breaks_the_connection_at_once_and_flushes_every_receive_once() {
     let (p, mut child, psp, cr_evd) = accept_child("stall");
-    let bufs = p.lmr(4 * 64);
-    for k in 0..4u64 {
-        p.ep.post_recv(
-            &[bufs.slice(k as usize * 64..(k as usize + 1) * 64).unwrap()],
-            10 + k,
-            CompletionFlags::empty(),
-        )
-        .unwrap();
-    }
+    let _bufs = post_receives(&p, 4);
     // The child's message: it is connected and alive.
     let first = p.recv_done();
     assert_eq!((first.cookie.0, first.status), (10, DtoStatus::Success));
@@ -218,15 +225,7 @@ fn a_killed_peer_process_breaks_the_connection_at_once_and_flushes_every_receive
 #[test]
 fn a_stopped_peer_process_is_not_declared_dead_and_carries_on_when_continued() {
     let (p, mut child, _psp, _cr) = accept_child("stop");
-    let bufs = p.lmr(2 * 64);
-    for k in 0..2u64 {
-        p.ep.post_recv(
-            &[bufs.slice(k as usize * 64..(k as usize + 1) * 64).unwrap()],
-            10 + k,
-            CompletionFlags::empty(),
-        )
-        .unwrap();
-    }
+    let _bufs = post_receives(&p, 2);
     assert_eq!(
         p.recv_done().status,
         DtoStatus::Success,

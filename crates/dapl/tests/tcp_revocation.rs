@@ -196,6 +196,21 @@ fn tagged_payloads(stream: &[u8]) -> (Vec<u8>, bool) {
     (out, terminated)
 }
 
+/// Reads the rest of the stream: its first FPDU is a Terminate for an invalid STag.
+fn expect_terminate_invalid_stag(s: &mut TcpStream) {
+    let stream = read_to_end(s, 1 << 20);
+    let mut dec = FpduDecoder::new(false);
+    dec.feed(&stream);
+    let u = dec.next_ulpdu().unwrap().expect("a Terminate").to_vec();
+    let Segment::Terminate { message, .. } = Segment::parse(&u).unwrap() else {
+        panic!("expected a Terminate");
+    };
+    assert_eq!(
+        message.cause,
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag)
+    );
+}
+
 fn expect_broken(t: &Target) {
     let (ev, _) = t.conn.wait(T, 1).unwrap().expect("an event in time");
     assert_eq!(
@@ -293,17 +308,7 @@ fn lmr_free_during_a_large_write_places_nothing_after_it_and_terminates_invalid_
     t.lmr.free().unwrap();
     mem.poison();
     s.write_all(&bytes[first..]).unwrap();
-    let stream = read_to_end(&mut s, 1 << 20);
-    let mut dec = FpduDecoder::new(false);
-    dec.feed(&stream);
-    let u = dec.next_ulpdu().unwrap().expect("a Terminate").to_vec();
-    let Segment::Terminate { message, .. } = Segment::parse(&u).unwrap() else {
-        panic!("expected a Terminate");
-    };
-    assert_eq!(
-        message.cause,
-        TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag)
-    );
+    expect_terminate_invalid_stag(&mut s);
     assert!(
         mem.all(POISON),
         "bytes of the write landed in memory after lmr_free"
@@ -365,17 +370,7 @@ fn lmr_free_waits_for_a_socket_read_into_the_memory_in_flight_and_nothing_lands_
     // Freed: from here on no byte may land.
     mem.poison();
     s.write_all(&write(&[0x22u8; 100])).unwrap();
-    let stream = read_to_end(&mut s, 1 << 20);
-    let mut dec = FpduDecoder::new(false);
-    dec.feed(&stream);
-    let u = dec.next_ulpdu().unwrap().expect("a Terminate").to_vec();
-    let Segment::Terminate { message, .. } = Segment::parse(&u).unwrap() else {
-        panic!("expected a Terminate");
-    };
-    assert_eq!(
-        message.cause,
-        TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag)
-    );
+    expect_terminate_invalid_stag(&mut s);
     assert!(mem.all(POISON), "bytes landed in memory after lmr_free");
     expect_broken(&t);
     t.ia.close(CloseFlags::Abrupt).unwrap();
