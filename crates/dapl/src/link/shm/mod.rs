@@ -24,6 +24,7 @@
 
 pub(crate) mod ring;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -912,17 +913,25 @@ impl PendingRequest for ShmRequest {
 // ------------------------------------------------------------------------------------------------
 // Connections
 
-/// Where a message's payload comes from while it is sent.
-enum Src {
-    Segs(Vec<Seg>),
-    Bytes(Vec<u8>),
+/// Where a message's payload comes from while it is sent: borrowed from the engine's call,
+/// owned only by a message that has to wait for room (`Job::into_owned`).
+enum Src<'a> {
+    Segs(Cow<'a, [Seg]>),
+    Bytes(Cow<'a, [u8]>),
 }
 
-impl Src {
-    fn of(p: Payload<'_>) -> Src {
+impl<'a> Src<'a> {
+    fn of(p: Payload<'a>) -> Src<'a> {
         match p {
-            Payload::Segs(s) => Src::Segs(s.to_vec()),
-            Payload::Bytes(b) => Src::Bytes(b.to_vec()),
+            Payload::Segs(s) => Src::Segs(Cow::Borrowed(s)),
+            Payload::Bytes(b) => Src::Bytes(Cow::Borrowed(b)),
+        }
+    }
+
+    fn into_owned(self) -> Src<'static> {
+        match self {
+            Src::Segs(s) => Src::Segs(Cow::Owned(s.into_owned())),
+            Src::Bytes(b) => Src::Bytes(Cow::Owned(b.into_owned())),
         }
     }
 
@@ -946,10 +955,10 @@ impl Src {
 }
 
 /// A message being written into the peer's ring.
-struct Job {
+struct Job<'a> {
     /// The header of each segment record (`a` is advanced per segment for the offset).
     hdr: Header,
-    src: Src,
+    src: Src<'a>,
     sent: u64,
     total: u64,
     /// Segments carry `LAST` on the final one (Send, Read Response).
@@ -959,9 +968,9 @@ struct Job {
     started: bool,
 }
 
-impl Job {
+impl<'a> Job<'a> {
     /// A message of `payload` under `hdr`; `segmented_last`: its final record carries LAST.
-    fn new(hdr: Header, payload: Payload<'_>, segmented_last: bool) -> Job {
+    fn new(hdr: Header, payload: Payload<'a>, segmented_last: bool) -> Job<'a> {
         Job {
             hdr,
             total: payload.len(),
@@ -972,13 +981,58 @@ impl Job {
             started: false,
         }
     }
+
+    fn into_owned(self) -> Job<'static> {
+        Job {
+            src: self.src.into_owned(),
+            ..self
+        }
+    }
+
+    /// Writes as much of the message as the ring takes. Ok(true) when all of it is in;
+    /// Err: the peer's ring is garbage or the source was revoked.
+    fn push(&mut self, ring: &mut Producer) -> Result<bool, ()> {
+        let max = ring.max_payload() as u64;
+        while !self.started || self.sent < self.total {
+            let n = (self.total - self.sent).min(max) as usize;
+            let mut hdr = self.hdr;
+            hdr.a = self.hdr.a.wrapping_add(self.sent);
+            if self.segmented_last && self.sent + n as u64 == self.total {
+                hdr.flags |= LAST;
+            }
+            let (src, from) = (&self.src, self.sent);
+            let mut revoked = false;
+            let pushed = ring
+                .push(hdr, n, |m, at| {
+                    let ok = src.copy(from, n, m, at);
+                    revoked = !ok;
+                    ok
+                })
+                .map_err(|_| ())?;
+            if revoked {
+                return Err(());
+            }
+            if !pushed {
+                return Ok(false);
+            }
+            self.started = true;
+            self.sent += n as u64;
+        }
+        if let Some(t) = self.trailer {
+            if !ring.push(t, 0, |_, _| true).map_err(|_| ())? {
+                return Ok(false);
+            }
+            self.trailer = None;
+        }
+        Ok(true)
+    }
 }
 
 struct Tx {
     ring: Producer,
     /// Records pushed but not published until the engine queued their completion.
     held: bool,
-    job: Option<Job>,
+    job: Option<Job<'static>>,
     /// A Close to send once the job is out: Some(broken flags).
     close: Option<u8>,
     closed: bool,
@@ -1071,40 +1125,9 @@ impl ShmConn {
     /// nothing is left; Err: the peer's ring is garbage or our source was revoked.
     fn drive(tx: &mut Tx) -> Result<bool, ()> {
         if let Some(job) = tx.job.as_mut() {
-            let max = tx.ring.max_payload() as u64;
-            while !job.started || job.sent < job.total {
-                let n = (job.total - job.sent).min(max) as usize;
-                let mut hdr = job.hdr;
-                hdr.a = job.hdr.a.wrapping_add(job.sent);
-                if job.segmented_last && job.sent + n as u64 == job.total {
-                    hdr.flags |= LAST;
-                }
-                let (src, from) = (&job.src, job.sent);
-                let mut revoked = false;
-                let pushed = tx
-                    .ring
-                    .push(hdr, n, |m, at| {
-                        let ok = src.copy(from, n, m, at);
-                        revoked = !ok;
-                        ok
-                    })
-                    .map_err(|_| ())?;
-                if revoked {
-                    return Err(());
-                }
-                if !pushed {
-                    tx.ring.publish();
-                    return Ok(false);
-                }
-                job.started = true;
-                job.sent += n as u64;
-            }
-            if let Some(t) = job.trailer {
-                if !tx.ring.push(t, 0, |_, _| true).map_err(|_| ())? {
-                    tx.ring.publish();
-                    return Ok(false);
-                }
-                job.trailer = None;
+            if !job.push(&mut tx.ring)? {
+                tx.ring.publish();
+                return Ok(false);
             }
             tx.job = None;
         }
@@ -1418,7 +1441,7 @@ impl Connection for ShmConn {
             h.a = a;
             h
         };
-        let job = match msg {
+        let mut job = match msg {
             OutMsg::Send { solicited, payload } => {
                 let mut hdr = Header::new(Kind::Send);
                 if solicited {
@@ -1471,23 +1494,23 @@ impl Connection for ShmConn {
         // completion (`sent_completed`): the peer cannot answer it (or end the connection
         // after it) before this side reports it complete.
         let hold = matches!(job.hdr.kind, Kind::Send | Kind::Write);
-        tx.job = Some(job);
-        tx.held = hold;
-        let r = Self::drive(&mut tx);
-        if hold && matches!(r, Ok(true)) {
-            return TxOutcome::Sent;
-        }
-        tx.held = false;
+        // Written from the engine's borrowed payload; only a message that must wait for room
+        // keeps its own copy of the segment list.
+        let outcome = match job.push(&mut tx.ring) {
+            Ok(true) if hold => {
+                tx.held = true;
+                return TxOutcome::Sent;
+            }
+            Ok(true) => TxOutcome::Sent,
+            Ok(false) => {
+                tx.job = Some(job.into_owned());
+                TxOutcome::Queued
+            }
+            Err(()) => TxOutcome::Failed(DtoStatus::LocalProtection),
+        };
         tx.ring.publish();
         self.notify_peer(&tx);
-        match r {
-            Ok(true) => TxOutcome::Sent,
-            Ok(false) => TxOutcome::Queued,
-            Err(()) => {
-                tx.job = None;
-                TxOutcome::Failed(DtoStatus::LocalProtection)
-            }
-        }
+        outcome
     }
 
     fn sent_completed(&self) {
