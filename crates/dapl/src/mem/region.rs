@@ -40,6 +40,7 @@ use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Page size used for library-allocated regions.
@@ -762,6 +763,165 @@ pub fn recv_scatter(fd: BorrowedFd<'_>, pieces: &[RecvPiece<'_>]) -> io::Result<
     }
 }
 
+/// An access held for as long as a peer process may copy a range of a region out by
+/// cross-memory attach (the shm link lends its source memory to the peer that pulls it): while
+/// it lives, [`RegionMemory::revoke`] waits, so the range stays registered memory for as long
+/// as the peer may read it. Made by [`RegionMemory::lease`]; ends when dropped.
+pub struct Lease {
+    mem: Arc<RegionMemory>,
+    offset: usize,
+    len: usize,
+}
+
+impl RegionMemory {
+    /// Holds `len` bytes at `offset` against revocation (see [`Lease`]). None if the range is
+    /// not inside the region or the region is revoked.
+    pub fn lease(self: &Arc<Self>, offset: usize, len: usize) -> Option<Lease> {
+        if !self.range_ok(offset, len) {
+            return None;
+        }
+        // The access is counted here and uncounted by the lease's drop.
+        std::mem::forget(self.enter()?);
+        Some(Lease {
+            mem: self.clone(),
+            offset,
+            len,
+        })
+    }
+}
+
+impl Lease {
+    /// The address of the range's first byte in this process.
+    pub fn addr(&self) -> u64 {
+        self.mem.addr() + self.offset as u64
+    }
+
+    /// The range's length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Release, as an access's end: a `revoke` that sees it gone may free the memory.
+        self.mem.state.fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lease({:#x}+{})", self.addr(), self.len)
+    }
+}
+
+/// Copies the ranges `remote` (address, length) of process `pid`'s memory into `pieces`, in
+/// order, by cross-memory attach (`process_vm_readv`), looping over short counts. The totals
+/// must match (`InvalidInput` otherwise); every piece is bounds-checked and held against
+/// revocation for the whole copy, so nothing outside the pieces is written, whatever the
+/// ranges say. At most [`MAX_GATHER`] pieces and ranges. Errors are the kernel's (`EPERM`:
+/// attach denied, `ESRCH`: the process is gone, `EFAULT`: a range is not mapped there) or
+/// [`is_revoked_error`] (nothing copied).
+pub fn pull_from(pid: i32, remote: &[(u64, usize)], pieces: &[RecvPiece<'_>]) -> io::Result<()> {
+    let invalid = || io::Error::from(io::ErrorKind::InvalidInput);
+    if pieces.len() > MAX_GATHER || remote.len() > MAX_GATHER {
+        return Err(invalid());
+    }
+    let total: usize = pieces.iter().map(|p| p.len).sum();
+    let remote_total = remote
+        .iter()
+        .try_fold(0usize, |t, r| t.checked_add(r.1))
+        .ok_or_else(invalid)?;
+    if total != remote_total {
+        return Err(invalid());
+    }
+    let mut local = arrayvec::ArrayVec::<libc::iovec, MAX_GATHER>::new();
+    let mut accesses: arrayvec::ArrayVec<Access<'_>, MAX_GATHER> = arrayvec::ArrayVec::new();
+    for p in pieces {
+        local.push(p.mem.iovec(p.offset, p.len).ok_or_else(invalid)?);
+        accesses.push(p.mem.enter().ok_or_else(revoked_error)?);
+    }
+    let mut far: arrayvec::ArrayVec<libc::iovec, MAX_GATHER> = remote
+        .iter()
+        .map(|&(addr, len)| libc::iovec {
+            iov_base: addr as usize as *mut libc::c_void,
+            iov_len: len,
+        })
+        .collect();
+    let (mut li, mut ri) = (0usize, 0usize);
+    let mut done = 0usize;
+    while done < total {
+        // SAFETY: every local iovec points at a checked range of a live region (kept alive by
+        // the caller's borrow, not revoked while `accesses` are held), valid for writes (type
+        // invariant), which no Rust reference aliases; the kernel writes at most iov_len bytes
+        // into each. The remote iovecs are only read, in the other process, by the kernel,
+        // which checks them against that process's mappings.
+        let r = unsafe {
+            libc::process_vm_readv(
+                pid,
+                local[li..].as_ptr(),
+                (local.len() - li) as libc::c_ulong,
+                far[ri..].as_ptr(),
+                (far.len() - ri) as libc::c_ulong,
+                0,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        let n = r as usize;
+        done += n;
+        advance(&mut local, &mut li, n);
+        advance(&mut far, &mut ri, n);
+    }
+    Ok(())
+}
+
+/// Moves the iovec list `v` (from index `*i` on) past `n` bytes.
+fn advance(v: &mut [libc::iovec], i: &mut usize, mut n: usize) {
+    while n > 0 && *i < v.len() {
+        let k = v[*i].iov_len.min(n);
+        v[*i].iov_len -= k;
+        v[*i].iov_base = (v[*i].iov_base as usize + k) as *mut libc::c_void;
+        n -= k;
+        if v[*i].iov_len == 0 {
+            *i += 1;
+        }
+    }
+    while *i < v.len() && v[*i].iov_len == 0 {
+        *i += 1;
+    }
+}
+
+/// Reads the 8-byte word at `addr` in process `pid` by cross-memory attach: the probe that
+/// tells whether attaching to that process works at all (errors as [`pull_from`]'s).
+pub fn peek_word(pid: i32, addr: u64) -> io::Result<u64> {
+    let mut word = 0u64;
+    let local = libc::iovec {
+        iov_base: (&mut word as *mut u64).cast(),
+        iov_len: 8,
+    };
+    let far = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: the local iovec is the 8 bytes of `word`, a local the kernel writes at most 8
+    // bytes into; the remote one is only read, in the other process, checked by the kernel.
+    let r = unsafe { libc::process_vm_readv(pid, &local, 1, &far, 1, 0) };
+    match r {
+        8 => Ok(word),
+        r if r < 0 => Err(io::Error::last_os_error()),
+        _ => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+    }
+}
+
 impl Drop for RegionMemory {
     fn drop(&mut self) {
         match &self.owner {
@@ -1195,5 +1355,102 @@ mod tests {
     #[test]
     fn zero_length_allocation_is_refused() {
         assert!(RegionMemory::allocate(0).is_none());
+    }
+
+    fn me() -> i32 {
+        rustix::process::getpid().as_raw_nonzero().get()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "process_vm_readv is a foreign function")]
+    fn pull_from_gathers_remote_ranges_into_pieces_in_order() {
+        let src: Vec<u8> = (0..100u8).collect();
+        let base = src.as_ptr() as u64;
+        let r = RegionMemory::allocate(64).unwrap();
+        let pieces = [
+            RecvPiece {
+                mem: &r,
+                offset: 1,
+                len: 5,
+            },
+            RecvPiece {
+                mem: &r,
+                offset: 40,
+                len: 7,
+            },
+        ];
+        // Three ranges that split across the pieces' boundary.
+        let remote = [(base + 10, 3), (base + 50, 4), (base + 90, 5)];
+        pull_from(me(), &remote, &pieces).unwrap();
+        let mut out = [0u8; 64];
+        r.copy_out(0, &mut out);
+        assert_eq!(&out[1..6], &[10, 11, 12, 50, 51]);
+        assert_eq!(&out[40..47], &[52, 53, 90, 91, 92, 93, 94]);
+        assert_eq!(
+            out.iter().filter(|&&b| b != 0).count(),
+            12,
+            "nothing else written"
+        );
+        assert_eq!(
+            peek_word(me(), base + 8).unwrap(),
+            u64::from_le_bytes([8, 9, 10, 11, 12, 13, 14, 15])
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "process_vm_readv is a foreign function")]
+    fn pull_from_refuses_mismatched_totals_bad_pieces_and_revoked_regions() {
+        let src = [7u8; 32];
+        let base = src.as_ptr() as u64;
+        let r = RegionMemory::allocate(16).unwrap();
+        let piece = |offset, len| RecvPiece {
+            mem: &r,
+            offset,
+            len,
+        };
+        let e = pull_from(me(), &[(base, 9)], &[piece(0, 8)]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = pull_from(me(), &[(base, 8)], &[piece(12, 8)]).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::InvalidInput,
+            "piece past the region"
+        );
+        let e = pull_from(me(), &[(base, usize::MAX), (base, 2)], &[piece(0, 1)]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "overflowing total");
+        // An unmapped remote range: the kernel's EFAULT, not a crash.
+        let e = pull_from(me(), &[(8, 8)], &[piece(0, 8)]).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        r.revoke();
+        let e = pull_from(me(), &[(base, 8)], &[piece(0, 8)]).unwrap_err();
+        assert!(is_revoked_error(&e));
+        let mut out = [0u8; 16];
+        assert!(!r.copy_out(0, &mut out));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "threads sleeping on a timer: slow under Miri")]
+    fn revoke_waits_for_a_lease_to_end() {
+        let r = Arc::new(RegionMemory::allocate(64).unwrap());
+        assert!(r.lease(60, 8).is_none(), "range past the end");
+        let lease = r.lease(8, 16).unwrap();
+        assert_eq!(lease.addr(), r.addr() + 8);
+        let done = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (r, done) = (r.clone(), done.clone());
+            std::thread::spawn(move || {
+                r.revoke();
+                done.store(true, Ordering::SeqCst);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "revoke returned under a lease"
+        );
+        drop(lease);
+        t.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        assert!(r.lease(0, 8).is_none(), "no lease on a revoked region");
     }
 }

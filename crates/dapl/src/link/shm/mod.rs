@@ -25,6 +25,8 @@
 pub(crate) mod ring;
 
 use std::borrow::Cow;
+
+use arrayvec::ArrayVec;
 use std::collections::HashMap;
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -43,7 +45,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 
-use self::ring::{Consumer, Header, Kind, Producer, BROKEN, LAST, SOLICITED};
+use self::ring::{Consumer, Header, Kind, Producer, BROKEN, LAST, PULL, SOLICITED};
 use crate::engine::port::{
     Connection, CrArrivalInfo, Link, LinkCaps, Listener as PortListener, OutMsg, Payload,
     PendingRequest, Progress, TxOutcome, MAX_PRIVATE_DATA,
@@ -51,7 +53,8 @@ use crate::engine::port::{
 use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
 };
-use crate::mem::{RegionMemory, Seg};
+use crate::mem::region::{pull_from, Lease, RecvPiece};
+use crate::mem::{seg_span, RegionMemory, Seg};
 use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, IaAddress, MAX_IOV};
 
 /// Data bytes of each ring.
@@ -77,7 +80,18 @@ const MAGIC_REQUEST: &[u8; 4] = b"DRSQ";
 const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
 const MAGIC_REJECT: &[u8; 4] = b"DRSR";
 /// Bytes of a handshake message before the private data.
-const HS_HDR: usize = 20;
+const HS_HDR: usize = 40;
+/// Handshake flag of an Accept: the acceptor can read the requester's memory by cross-memory
+/// attach (it probed it).
+const HS_PULLS: u32 = 1;
+/// Messages of at least this many bytes from registered memory go by descriptor when the peer
+/// can read our memory: it copies them out itself (cross-memory attach), once. Below it they are
+/// copied through the ring, which costs less than a system call.
+const PULL_MIN: u64 = 16 << 10;
+/// How long a source range stays leased to a peer after its message was abandoned (the
+/// connection ended) while the peer may still be copying it out: until the peer has consumed
+/// the descriptor or hung up, at most this long.
+const ORPHAN_BOUND: Duration = Duration::from_secs(2);
 
 /// CLOCK_MONOTONIC in ns: the same clock in every process of the host.
 fn mono_ns() -> u64 {
@@ -143,20 +157,48 @@ fn reset_bell(fd: &OwnedFd) {
     let _ = rustix::io::read(fd, &mut b);
 }
 
-/// A handshake message: magic, IRD, ORD, pid, private data length, private data.
+/// A handshake message (little-endian): magic, IRD u32, ORD u32, pid u32, private data length
+/// u32, flags u32, the address and value of our probe word (u64 each), private data.
 struct Hello {
     magic: [u8; 4],
     ird: u32,
     ord: u32,
+    flags: u32,
+    probe: (u64, u64),
     pdata: Vec<u8>,
     fds: Vec<OwnedFd>,
 }
 
+/// This process's probe word: a value a peer must read back at its address by cross-memory
+/// attach before it copies anything from us that way.
+fn probe_word() -> (u64, u64) {
+    static WORD: AtomicU64 = AtomicU64::new(0);
+    if WORD.load(Ordering::Relaxed) == 0 {
+        let pid = rustix::process::getpid().as_raw_nonzero().get() as u64;
+        let v = (mono_ns() ^ pid.rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let _ = WORD.compare_exchange(0, v, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    (WORD.as_ptr() as usize as u64, WORD.load(Ordering::Relaxed))
+}
+
+/// Whether we can copy from process `pid` by cross-memory attach: its probe word read back.
+/// Denied (another uid, a non-dumpable process, a seccomp filter) is false, never an error.
+fn probe_peer(pid: i32, probe: (u64, u64)) -> bool {
+    pid > 0 && crate::mem::region::peek_word(pid, probe.0).is_ok_and(|v| v == probe.1)
+}
+
+/// The pid of the process at the other end of `sock`, as the kernel saw it.
+fn peer_pid(sock: &OwnedFd) -> i32 {
+    rustix::net::sockopt::get_socket_peercred(sock).map_or(0, |c| c.pid.as_raw_nonzero().get())
+}
+
+#[allow(clippy::too_many_arguments)]
 fn send_hello(
     sock: &OwnedFd,
     magic: &[u8; 4],
     ird: usize,
     ord: usize,
+    flags: u32,
     pdata: &[u8],
     fds: &[&OwnedFd],
 ) -> bool {
@@ -171,6 +213,10 @@ fn send_hello(
             .to_le_bytes(),
     );
     m.extend_from_slice(&(pdata.len() as u32).to_le_bytes());
+    m.extend_from_slice(&flags.to_le_bytes());
+    let (addr, value) = probe_word();
+    m.extend_from_slice(&addr.to_le_bytes());
+    m.extend_from_slice(&value.to_le_bytes());
     m.extend_from_slice(pdata);
     let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
     let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
@@ -215,10 +261,13 @@ fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
     if len > MAX_PRIVATE_DATA || HS_HDR + len != n {
         return Err(());
     }
+    let u64_at = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
     Ok(Some(Hello {
         magic: buf[..4].try_into().expect("4 bytes"),
         ird: word(4),
         ord: word(8),
+        flags: word(20),
+        probe: (u64_at(24), u64_at(32)),
         pdata: buf[HS_HDR..n].to_vec(),
         fds,
     }))
@@ -422,6 +471,7 @@ impl Shared {
             MAGIC_REQUEST,
             ird,
             ord,
+            0,
             &dial.pdata,
             &[&dial.ring_fd, &dial.bell],
         ) {
@@ -503,6 +553,14 @@ impl Shared {
         let Ok(bell) = rustix::io::dup(&dial.bell) else {
             return;
         };
+        // Cross-memory attach, probed for real in each direction: the acceptor probed us (its
+        // flag), we probe it now and tell it in our first record.
+        let pid = peer_pid(&sock);
+        let pulls = Pulls {
+            pid,
+            we_pull: probe_peer(pid, h.probe),
+            peer_pulls: h.flags & HS_PULLS != 0,
+        };
         let conn = ShmConn::new(
             self,
             &qp,
@@ -512,7 +570,9 @@ impl Shared {
             peer_bell,
             dial.ring.clone(),
             peer_ring,
+            pulls,
         );
+        conn.send_caps();
         // Established before the ring is watched: a record handled earlier would find the
         // endpoint not connected.
         let as_conn: Arc<dyn Connection> = conn.clone();
@@ -630,7 +690,7 @@ impl Shared {
             return;
         };
         let Some(sp) = inc.sp.upgrade().filter(|s| s.is_open()) else {
-            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, &[], &[]);
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, &[], &[]);
             return;
         };
         let peer_bell = h.fds.pop().expect("two descriptors");
@@ -648,6 +708,7 @@ impl Shared {
             peer_bell: Mutex::new(Some(peer_bell)),
             ird: h.ird as usize,
             ord: h.ord as usize,
+            probe: h.probe,
             info,
         }));
     }
@@ -850,6 +911,8 @@ struct ShmRequest {
     peer_bell: Mutex<Option<OwnedFd>>,
     ird: usize,
     ord: usize,
+    /// The requester's probe word.
+    probe: (u64, u64),
     info: CrArrivalInfo,
 }
 
@@ -868,11 +931,14 @@ impl PendingRequest for ShmRequest {
             return false;
         };
         let (my_in, my_out) = qp.read_depths();
+        let pid = peer_pid(&sock);
+        let we_pull = probe_peer(pid, self.probe);
         if !send_hello(
             &sock,
             MAGIC_ACCEPT,
             my_in,
             my_out,
+            if we_pull { HS_PULLS } else { 0 },
             private_data,
             &[&ring_fd, &bell],
         ) {
@@ -881,7 +947,15 @@ impl PendingRequest for ShmRequest {
         let ord = my_out.min(self.ird);
         let ird = self.ord.min(my_in);
         let remote = self.info.remote_addr;
-        let conn = ShmConn::new(&shared, qp, remote, sock, bell, peer_bell, ring, peer_ring);
+        // Whether the requester can read us arrives in its first record (`Kind::Caps`).
+        let pulls = Pulls {
+            pid,
+            we_pull,
+            peer_pulls: false,
+        };
+        let conn = ShmConn::new(
+            &shared, qp, remote, sock, bell, peer_bell, ring, peer_ring, pulls,
+        );
         // Established at once (the requester may send as soon as it reads the Accept), and
         // before the ring is watched; a requester that gave up meanwhile has closed the socket
         // (the send above failed) or closes the connection when the Accept arrives.
@@ -901,7 +975,7 @@ impl PendingRequest for ShmRequest {
 
     fn reject(&self, private_data: &[u8]) {
         if let Some(sock) = lock(&self.sock).take() {
-            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, private_data, &[]);
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, private_data, &[]);
         }
     }
 
@@ -912,6 +986,17 @@ impl PendingRequest for ShmRequest {
 
 // ------------------------------------------------------------------------------------------------
 // Connections
+
+/// The pieces of the scatter list `segs` that hold its bytes `at..at + len`.
+fn pieces_of(segs: &[Seg], at: u64, len: usize) -> ArrayVec<RecvPiece<'_>, MAX_IOV> {
+    seg_span(segs, at, len)
+        .map(|(i, off, k)| RecvPiece {
+            mem: &segs[i].region,
+            offset: segs[i].offset + off,
+            len: k,
+        })
+        .collect()
+}
 
 /// Where a message's payload comes from while it is sent: borrowed from the engine's call,
 /// owned only by a message that has to wait for room (`Job::into_owned`).
@@ -966,6 +1051,9 @@ struct Job<'a> {
     /// After the data, one record of its own (the Immediate Data of a write with immediate).
     trailer: Option<Header>,
     started: bool,
+    /// A message sent by descriptor (`PULL`): its source ranges, held against revocation
+    /// until the peer has copied them out.
+    lent: Option<Vec<Lease>>,
 }
 
 impl<'a> Job<'a> {
@@ -979,7 +1067,38 @@ impl<'a> Job<'a> {
             segmented_last,
             trailer: None,
             started: false,
+            lent: None,
         }
+    }
+
+    /// Turns the message into a descriptor of its source ranges (flag `PULL`), each leased
+    /// until the peer has copied it out. Err if a source region was revoked.
+    fn lend(self) -> Result<Job<'static>, ()> {
+        let Src::Segs(segs) = &self.src else {
+            return Ok(self.into_owned());
+        };
+        let leases = segs
+            .iter()
+            .map(|s| s.region.lease(s.offset, s.len))
+            .collect::<Option<Vec<Lease>>>()
+            .ok_or(())?;
+        let mut desc = Vec::with_capacity(16 * leases.len());
+        for l in &leases {
+            desc.extend_from_slice(&l.addr().to_le_bytes());
+            desc.extend_from_slice(&(l.len() as u64).to_le_bytes());
+        }
+        let mut hdr = self.hdr;
+        hdr.flags |= PULL;
+        Ok(Job {
+            hdr,
+            total: desc.len() as u64,
+            src: Src::Bytes(Cow::Owned(desc)),
+            sent: 0,
+            segmented_last: self.segmented_last,
+            trailer: self.trailer,
+            started: false,
+            lent: Some(leases),
+        })
     }
 
     fn into_owned(self) -> Job<'static> {
@@ -1033,6 +1152,10 @@ struct Tx {
     /// Records pushed but not published until the engine queued their completion.
     held: bool,
     job: Option<Job<'static>>,
+    /// Sources of abandoned descriptors (the connection ended) that the peer may still be
+    /// copying out: released once its head passes the position, it hangs up, or after
+    /// `ORPHAN_BOUND`.
+    orphans: Vec<(u64, Vec<Lease>)>,
     /// A Close to send once the job is out: Some(broken flags).
     close: Option<u8>,
     closed: bool,
@@ -1048,6 +1171,7 @@ struct Rx {
 }
 
 pub(crate) struct ShmConn {
+    me: Weak<ShmConn>,
     id: u64,
     qp: Weak<Qp>,
     remote: IaAddress,
@@ -1061,6 +1185,19 @@ pub(crate) struct ShmConn {
     rx: Mutex<Rx>,
     /// Our inbound ring (also in `rx`), for lock-free looks.
     inbound: Arc<RegionMemory>,
+    /// The peer's pid (for cross-memory attach).
+    peer_pid: i32,
+    /// We can read the peer's memory by cross-memory attach (probed at connect time).
+    we_pull: bool,
+    /// The peer can read ours: large messages go by descriptor.
+    peer_pulls: AtomicBool,
+}
+
+/// Cross-memory attach between the two ends of a connection, as probed at connect time.
+struct Pulls {
+    pid: i32,
+    we_pull: bool,
+    peer_pulls: bool,
 }
 
 enum Step {
@@ -1080,8 +1217,10 @@ impl ShmConn {
         peer_bell: OwnedFd,
         inbound: Arc<RegionMemory>,
         outbound: Arc<RegionMemory>,
+        pulls: Pulls,
     ) -> Arc<ShmConn> {
-        Arc::new(ShmConn {
+        Arc::new_cyclic(|me| ShmConn {
+            me: me.clone(),
             id: NEXT_CONN.fetch_add(1, Ordering::Relaxed),
             qp: Arc::downgrade(qp),
             remote,
@@ -1095,6 +1234,7 @@ impl ShmConn {
                 ring: Producer::new(outbound, RING_CAP),
                 held: false,
                 job: None,
+                orphans: Vec::new(),
                 close: None,
                 closed: false,
             }),
@@ -1106,7 +1246,49 @@ impl ShmConn {
                 buf: Vec::new(),
             }),
             inbound,
+            peer_pid: pulls.pid,
+            we_pull: pulls.we_pull,
+            peer_pulls: AtomicBool::new(pulls.peer_pulls),
         })
+    }
+
+    /// The requester's first record: whether it can read the acceptor's memory.
+    fn send_caps(&self) {
+        let mut tx = lock(&self.tx);
+        let mut h = Header::new(Kind::Caps);
+        if self.we_pull {
+            h.flags = PULL;
+        }
+        // A fresh ring always has room for it.
+        let _ = tx.ring.push(h, 0, |_, _| true);
+        tx.ring.publish();
+    }
+
+    /// Drops the job (the connection ended under it). A descriptor already in the ring may
+    /// still be copied out by the peer: its sources stay leased (`Tx::orphans`).
+    fn abandon(&self, tx: &mut Tx) {
+        let Some(job) = tx.job.take() else {
+            return;
+        };
+        if let (true, Some(leases)) = (job.started, job.lent) {
+            tx.orphans.push((tx.ring.position(), leases));
+            let me = self.me.clone();
+            crate::engine::timer::at(Instant::now() + ORPHAN_BOUND, move || {
+                if let Some(c) = me.upgrade() {
+                    lock(&c.tx).orphans.clear();
+                }
+            });
+        }
+    }
+
+    /// Releases the orphaned sources the peer has consumed past.
+    fn release_orphans(tx: &mut Tx) {
+        if tx.orphans.is_empty() {
+            return;
+        }
+        let ring = &tx.ring;
+        tx.orphans
+            .retain(|(pos, _)| !ring.consumed(*pos).unwrap_or(true));
     }
 
     /// Lock-free: never takes `rx` (a poll holds the connection list's lock here).
@@ -1128,6 +1310,14 @@ impl ShmConn {
             if !job.push(&mut tx.ring)? {
                 tx.ring.publish();
                 return Ok(false);
+            }
+            if job.lent.is_some() {
+                // Complete once the peer has copied the sources out and consumed past the
+                // descriptor (the consumer rings: we are marked waiting).
+                tx.ring.publish();
+                if !tx.ring.consumed(tx.ring.position()).map_err(|_| ())? {
+                    return Ok(false);
+                }
             }
             tx.job = None;
         }
@@ -1166,6 +1356,7 @@ impl ShmConn {
     fn drain_tx(self: &Arc<Self>) {
         let outcome = {
             let mut tx = lock(&self.tx);
+            Self::release_orphans(&mut tx);
             if tx.job.is_none() && tx.close.is_none() {
                 return;
             }
@@ -1284,6 +1475,9 @@ impl ShmConn {
                     qp.rx_immed_done(&wr, h.stag, h.a, h.flags & SOLICITED != 0);
                     return Step::Go;
                 }
+                if h.flags & PULL != 0 {
+                    return self.pull_send(rx, rec, wr, &qp);
+                }
                 let Some(bytes) = Self::payload(rx, rec) else {
                     qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
                     return self.fail(rx, false);
@@ -1306,6 +1500,28 @@ impl ShmConn {
                     rx.recv = Some((wr, h.flags & SOLICITED != 0));
                 }
                 Step::Go
+            }
+            Kind::Write if h.flags & PULL != 0 => {
+                let Some(desc) = Self::descriptor(rx, rec) else {
+                    return self.fail(rx, false);
+                };
+                let total = desc.iter().map(|d| d.1 as u64).sum();
+                let pulled = qp.rx_write_with(h.stag, h.a, total, |seg| {
+                    let piece = RecvPiece {
+                        mem: &seg.region,
+                        offset: seg.offset,
+                        len: seg.len,
+                    };
+                    self.pull(&desc, &[piece]).is_ok()
+                });
+                match pulled {
+                    Ok(()) => Step::Go,
+                    Err(RxWriteFault::Access(_)) => self.fail(rx, false),
+                    Err(RxWriteFault::NotConnected) => {
+                        rx.done = true;
+                        Step::Stop
+                    }
+                }
             }
             Kind::Write => {
                 let Some(bytes) = Self::payload(rx, rec) else {
@@ -1334,6 +1550,30 @@ impl ShmConn {
                         Step::Stop
                     }
                 }
+            }
+            Kind::ReadResponse if h.flags & PULL != 0 => {
+                let Some(desc) = Self::descriptor(rx, rec) else {
+                    return self.fail(rx, false);
+                };
+                let total: u64 = desc.iter().map(|d| d.1 as u64).sum();
+                let last = h.flags & LAST != 0;
+                let pulled = qp.rx_read_response_with(h.stag, h.a, total, last, |segs, at| {
+                    let pieces = pieces_of(segs, at, total as usize);
+                    self.pull(&desc, &pieces).ok().map(|()| total)
+                });
+                match pulled {
+                    RxResponse::Placed => Step::Go,
+                    RxResponse::NotConnected => {
+                        rx.done = true;
+                        Step::Stop
+                    }
+                    RxResponse::Unexpected | RxResponse::Revoked => self.fail(rx, false),
+                }
+            }
+            Kind::Caps => {
+                self.peer_pulls
+                    .store(h.flags & PULL != 0, Ordering::Relaxed);
+                Step::Go
             }
             Kind::ReadResponse => {
                 let Some(bytes) = Self::payload(rx, rec) else {
@@ -1364,6 +1604,70 @@ impl ShmConn {
         }
     }
 
+    /// A record's descriptor (`PULL`): at most `MAX_IOV` ranges of the peer's memory whose
+    /// total fits a u64. None if it is not one (garbage).
+    fn descriptor(rx: &mut Rx, rec: &ring::Record) -> Option<ArrayVec<(u64, usize), MAX_IOV>> {
+        let bytes = Self::payload(rx, rec)?;
+        if bytes.is_empty() || bytes.len() % 16 != 0 || bytes.len() / 16 > MAX_IOV {
+            return None;
+        }
+        let mut total = 0u64;
+        let mut desc = ArrayVec::new();
+        for d in bytes.chunks_exact(16) {
+            let addr = u64::from_le_bytes(d[..8].try_into().expect("8 bytes"));
+            let len = u64::from_le_bytes(d[8..].try_into().expect("8 bytes"));
+            total = total.checked_add(len)?;
+            desc.push((addr, usize::try_from(len).ok()?));
+        }
+        (total > 0).then_some(desc)
+    }
+
+    /// Copies the peer's ranges `desc` into `pieces` of our registered memory (held against
+    /// revocation meanwhile) by cross-memory attach.
+    fn pull(&self, desc: &[(u64, usize)], pieces: &[RecvPiece<'_>]) -> std::io::Result<()> {
+        pull_from(self.peer_pid, desc, pieces)
+    }
+
+    /// A Send by descriptor (`PULL`), for the receive `wr` it takes: copied straight from the
+    /// sender's memory into the receive's buffers.
+    fn pull_send(
+        self: &Arc<Self>,
+        rx: &mut MutexGuard<'_, Rx>,
+        rec: &ring::Record,
+        wr: RecvWr,
+        qp: &Arc<Qp>,
+    ) -> Step {
+        let h = rec.hdr;
+        let solicited = h.flags & SOLICITED != 0;
+        let Some(desc) = Self::descriptor(rx, rec).filter(|_| h.a == 0 && h.flags & LAST != 0)
+        else {
+            qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+            return self.fail(rx, false);
+        };
+        let total: u64 = desc.iter().map(|d| d.1 as u64).sum();
+        let room: u64 = wr.segs.iter().map(|s| s.len as u64).sum();
+        if total > room {
+            qp.rx_send_done(&wr, DtoStatus::LocalLength, 0, true);
+            return self.fail(rx, false);
+        }
+        let pieces = pieces_of(&wr.segs, 0, total as usize);
+        match self.pull(&desc, &pieces) {
+            Ok(()) => {
+                qp.rx_send_done(&wr, DtoStatus::Success, total, solicited);
+                Step::Go
+            }
+            Err(e) => {
+                let status = if crate::mem::region::is_revoked_error(&e) {
+                    DtoStatus::LocalProtection
+                } else {
+                    DtoStatus::Flushed
+                };
+                qp.rx_send_done(&wr, status, 0, true);
+                self.fail(rx, false)
+            }
+        }
+    }
+
     /// The peer broke the rules or refused an access: tell it (a broken Close), flush, break.
     fn fail(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, read_refused: bool) -> Step {
         let held = rx.recv.take();
@@ -1372,7 +1676,7 @@ impl ShmConn {
         {
             let mut tx = lock(&self.tx);
             if !tx.closed && tx.close.is_none() {
-                tx.job = None;
+                self.abandon(&mut tx);
                 tx.held = false;
                 tx.close = Some(BROKEN | if read_refused { READ_REFUSED } else { 0 });
                 let _ = Self::drive(&mut tx);
@@ -1490,6 +1794,28 @@ impl Connection for ShmConn {
                 payload,
             } => Job::new(at(Kind::ReadResponse, sink_stag, sink_to), payload, true),
         };
+        // A large message from registered memory goes by descriptor if the peer can read our
+        // memory: it copies it out itself, and the message completes once it has.
+        let lend = job.total >= PULL_MIN
+            && matches!(job.src, Src::Segs(_))
+            && matches!(job.hdr.kind, Kind::Send | Kind::Write | Kind::ReadResponse)
+            && self.peer_pulls.load(Ordering::Relaxed);
+        if lend {
+            let Ok(job) = job.lend() else {
+                return TxOutcome::Failed(DtoStatus::LocalProtection);
+            };
+            tx.job = Some(job);
+            let r = Self::drive(&mut tx);
+            self.notify_peer(&tx);
+            return match r {
+                Ok(true) => TxOutcome::Sent,
+                Ok(false) => TxOutcome::Queued,
+                Err(()) => {
+                    self.abandon(&mut tx);
+                    TxOutcome::Failed(DtoStatus::LocalProtection)
+                }
+            };
+        }
         // A Send or Write that fits is published only once the engine has queued its
         // completion (`sent_completed`): the peer cannot answer it (or end the connection
         // after it) before this side reports it complete.
@@ -1532,7 +1858,7 @@ impl Connection for ShmConn {
             return;
         }
         if broken {
-            tx.job = None;
+            self.abandon(&mut tx);
         }
         tx.held = false;
         tx.close = Some(if broken { BROKEN } else { 0 });

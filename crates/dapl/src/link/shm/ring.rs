@@ -62,6 +62,9 @@ pub(crate) enum Kind {
     ReadResponse = 5,
     /// The producer left the connection: flag BROKEN if abruptly.
     Close = 6,
+    /// What the producer can do, sent once as its first record by the requester: flag PULL if
+    /// it can read the consumer's memory by cross-memory attach.
+    Caps = 7,
 }
 
 impl Kind {
@@ -74,6 +77,7 @@ impl Kind {
             4 => Kind::ReadRequest,
             5 => Kind::ReadResponse,
             6 => Kind::Close,
+            7 => Kind::Caps,
             _ => return None,
         })
     }
@@ -85,6 +89,12 @@ pub(crate) const LAST: u8 = 1;
 pub(crate) const SOLICITED: u8 = 2;
 /// Record flags: a Close that breaks the connection.
 pub(crate) const BROKEN: u8 = 4;
+/// Record flags: the payload of a Send, Write or Read Response is not its data but a
+/// descriptor of it, (address u64, length u64) pairs in the producer's memory, which the
+/// consumer copies out by cross-memory attach before it consumes the record (the producer's
+/// message is complete once the consumer's head has passed it). On a Caps record: the producer
+/// can read the consumer's memory.
+pub(crate) const PULL: u8 = 16;
 
 /// A record's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,6 +248,25 @@ impl Producer {
         self.mem.copy_in(at, &hdr.encode(len));
         self.tail += len as u64;
         Ok(true)
+    }
+
+    /// The position after the last record pushed.
+    pub(crate) fn position(&self) -> u64 {
+        self.tail
+    }
+
+    /// True once the consumer has consumed everything before `pos` (a position this producer
+    /// reached). Otherwise the producer is marked waiting, so the consumer rings when it moves
+    /// on. Garbage if the consumer's head is impossible.
+    pub(crate) fn consumed(&self, pos: u64) -> Result<bool, Garbage> {
+        let passed = |head: u64| (head.wrapping_sub(pos) as i64) >= 0;
+        self.free()?;
+        if passed(word(&self.mem, HEAD).load(Ordering::Acquire)) {
+            return Ok(true);
+        }
+        word(&self.mem, WAITING).store(1, Ordering::SeqCst);
+        // The consumer may have moved on between the look and the flag: look again.
+        Ok(passed(word(&self.mem, HEAD).load(Ordering::SeqCst)))
     }
 
     /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
