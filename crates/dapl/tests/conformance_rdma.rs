@@ -2835,3 +2835,69 @@ per_link!(
         }
     }
 );
+
+per_link!(
+    a_large_send_completes_before_the_peers_reply_to_it_in_one_evd,
+    |link| {
+        // One EVD takes a's requests and receives. b replies to a's 256 KiB Send as soon as
+        // it has received it: a's Send completion must come before the reply's receive, on
+        // every link, however the link moves large messages (the shm link lets the peer copy
+        // them out of the sender's memory, and the Send completes once it has).
+        const LEN: usize = 256 << 10;
+        const L: u64 = LEN as u64;
+        let a = Side::new(link, None);
+        let b = Side::new(link, None);
+        let dto = a.ia.evd_create(16, None, EvdFlags::DTO).unwrap();
+        let ep =
+            a.ia.endpoint(&a.pz)
+                .dto_evd(&dto)
+                .connect_evd(&a.conn_evd)
+                .build()
+                .unwrap();
+        let (la, lb) = (a.lmr(LEN + 64), b.lmr(LEN + 64));
+        let (_psp, _cr) = connect(
+            End {
+                ep: &ep,
+                conn_evd: &a.conn_evd,
+            },
+            &b.ia,
+            b.end(),
+            b"",
+            b"",
+        );
+        for round in 0..100u64 {
+            la.write(0, &[round as u8; LEN]).unwrap();
+            ep.post_recv(&[la.triplet(L, 8)], 1, CompletionFlags::empty())
+                .unwrap();
+            b.ep.post_recv(&[lb.triplet(0, L)], 2, CompletionFlags::empty())
+                .unwrap();
+            ep.post_send(&[la.triplet(0, L)], 3, CompletionFlags::empty())
+                .unwrap();
+            let got = b.recv_done();
+            assert_eq!(
+                (got.status, got.transferred_length),
+                (DtoStatus::Success, L)
+            );
+            b.ep.post_send(&[lb.triplet(L, 8)], 4, CompletionFlags::empty())
+                .unwrap();
+            let first = Side::dto(&dto);
+            assert_eq!(
+                (first.cookie.0, first.status),
+                (3, DtoStatus::Success),
+                "round {round}: the Send's completion first"
+            );
+            let second = Side::dto(&dto);
+            assert_eq!((second.cookie.0, second.status), (1, DtoStatus::Success));
+            assert_eq!(b.req_done().status, DtoStatus::Success);
+            let mut back = vec![0u8; LEN];
+            lb.read(0, &mut back).unwrap();
+            assert!(
+                back.iter().all(|&x| x == round as u8),
+                "round {round}: data"
+            );
+        }
+        drop(ep);
+        a.close();
+        b.close();
+    }
+);

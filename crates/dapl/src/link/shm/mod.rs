@@ -1191,6 +1191,8 @@ pub(crate) struct ShmConn {
     we_pull: bool,
     /// The peer can read ours: large messages go by descriptor.
     peer_pulls: AtomicBool,
+    /// A job sent by descriptor waits for the peer to consume it (`settle`).
+    lending: AtomicBool,
 }
 
 /// Cross-memory attach between the two ends of a connection, as probed at connect time.
@@ -1249,6 +1251,7 @@ impl ShmConn {
             peer_pid: pulls.pid,
             we_pull: pulls.we_pull,
             peer_pulls: AtomicBool::new(pulls.peer_pulls),
+            lending: AtomicBool::new(false),
         })
     }
 
@@ -1270,6 +1273,7 @@ impl ShmConn {
         let Some(job) = tx.job.take() else {
             return;
         };
+        self.lending.store(false, Ordering::SeqCst);
         if let (true, Some(leases)) = (job.started, job.lent) {
             tx.orphans.push((tx.ring.position(), leases));
             let me = self.me.clone();
@@ -1293,7 +1297,7 @@ impl ShmConn {
 
     /// Lock-free: never takes `rx` (a poll holds the connection list's lock here).
     fn has_input(&self) -> bool {
-        ring::pending(&self.inbound)
+        ring::pending(&self.inbound) || self.lending.load(Ordering::Relaxed)
     }
 
     /// Rings the peer's doorbell for records just published, unless it polls its ring.
@@ -1304,8 +1308,11 @@ impl ShmConn {
     }
 
     /// Writes as much of the job (then a pending Close) as the ring takes. Ok(true) when
-    /// nothing is left; Err: the peer's ring is garbage or our source was revoked.
-    fn drive(tx: &mut Tx) -> Result<bool, ()> {
+    /// nothing is left; Err: the peer's ring is garbage or our source was revoked. A job sent
+    /// by descriptor ends once the peer has consumed it, and only when `settle` (under the rx
+    /// lock, so that it completes before anything the peer sent after it is handled); without
+    /// `settle`, a consumed one has the doorbell rung (`self_bell`) for a settling pass.
+    fn drive_job(tx: &mut Tx, settle: bool, self_bell: &OwnedFd) -> Result<bool, ()> {
         if let Some(job) = tx.job.as_mut() {
             if !job.push(&mut tx.ring)? {
                 tx.ring.publish();
@@ -1315,7 +1322,11 @@ impl ShmConn {
                 // Complete once the peer has copied the sources out and consumed past the
                 // descriptor (the consumer rings: we are marked waiting).
                 tx.ring.publish();
-                if !tx.ring.consumed(tx.ring.position()).map_err(|_| ())? {
+                let consumed = tx.ring.consumed(tx.ring.position()).map_err(|_| ())?;
+                if consumed && !settle {
+                    ring_bell(self_bell);
+                }
+                if !consumed || !settle {
                     return Ok(false);
                 }
             }
@@ -1335,6 +1346,38 @@ impl ShmConn {
             tx.ring.publish();
         }
         Ok(true)
+    }
+
+    /// [`drive_job`](Self::drive_job) without settling.
+    fn drive(&self, tx: &mut Tx) -> Result<bool, ()> {
+        Self::drive_job(tx, false, &self.bell)
+    }
+
+    /// Completes a job sent by descriptor that the peer has consumed (`rx` held: before any
+    /// record the peer sent after it is handled).
+    fn settle(&self) {
+        if !self.lending.load(Ordering::SeqCst) {
+            return;
+        }
+        let outcome = {
+            let mut tx = lock(&self.tx);
+            if tx.job.as_ref().is_none_or(|j| j.lent.is_none()) {
+                return;
+            }
+            let r = Self::drive_job(&mut tx, true, &self.bell);
+            if tx.job.as_ref().is_none_or(|j| j.lent.is_none()) {
+                self.lending.store(false, Ordering::SeqCst);
+            }
+            self.notify_peer(&tx);
+            r
+        };
+        if let Some(qp) = self.qp() {
+            match outcome {
+                Ok(true) => qp.tx_drained(self.id),
+                Ok(false) => {}
+                Err(()) => qp.end_connection_of(self.id, ConnectionEventKind::Broken, true),
+            }
+        }
     }
 
     fn qp(&self) -> Option<Arc<Qp>> {
@@ -1362,7 +1405,7 @@ impl ShmConn {
             }
             let had_job = tx.job.is_some();
             tx.held = false;
-            let r = Self::drive(&mut tx);
+            let r = self.drive(&mut tx);
             self.notify_peer(&tx);
             match r {
                 Ok(true) if had_job => Some(true),
@@ -1393,6 +1436,7 @@ impl ShmConn {
         if rx.done {
             return false;
         }
+        self.settle();
         let mut any = false;
         let mut wake_producer = false;
         loop {
@@ -1405,6 +1449,10 @@ impl ShmConn {
                 }
             };
             any = true;
+            // The peer may have sent this after consuming our descriptor: that message
+            // completes first (the record's tail was read with Acquire, so its consumption,
+            // published before it, is seen).
+            self.settle();
             match self.handle(rx, &rec) {
                 Step::Go => wake_producer |= rx.ring.consume(&rec),
                 Step::Stall => break,
@@ -1679,7 +1727,7 @@ impl ShmConn {
                 self.abandon(&mut tx);
                 tx.held = false;
                 tx.close = Some(BROKEN | if read_refused { READ_REFUSED } else { 0 });
-                let _ = Self::drive(&mut tx);
+                let _ = self.drive(&mut tx);
                 ring_bell(&self.peer_bell);
             }
         }
@@ -1805,7 +1853,8 @@ impl Connection for ShmConn {
                 return TxOutcome::Failed(DtoStatus::LocalProtection);
             };
             tx.job = Some(job);
-            let r = Self::drive(&mut tx);
+            self.lending.store(true, Ordering::SeqCst);
+            let r = self.drive(&mut tx);
             self.notify_peer(&tx);
             return match r {
                 Ok(true) => TxOutcome::Sent,
@@ -1862,7 +1911,7 @@ impl Connection for ShmConn {
         }
         tx.held = false;
         tx.close = Some(if broken { BROKEN } else { 0 });
-        let _ = Self::drive(&mut tx);
+        let _ = self.drive(&mut tx);
         ring_bell(&self.peer_bell);
     }
 
