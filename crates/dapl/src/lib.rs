@@ -95,7 +95,7 @@ pub mod testing;
 pub mod types;
 
 pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};
-pub use engine::port::LinkCaps;
+pub use engine::port::{CrossMemoryAttach, LinkCaps};
 pub use ep::{Endpoint, EndpointBuilder, EpAttr, EpParam};
 pub use error::{DatError, ErrorType, Object, Result, Subtype};
 pub use evd::{Cno, Evd, EvdParam};

@@ -6,7 +6,9 @@
 //!   endpoint ends BROKEN at once (the rendezvous socket hangs up; no timeout), every receive
 //!   completes FLUSHED exactly once, and the parent's IA goes on serving;
 //! - a stopped child (SIGSTOP) is not dead: nothing ends while it is stopped, and once it is
-//!   continued (SIGCONT) the connection carries on.
+//!   continued (SIGCONT) the connection carries on;
+//! - cross-memory attach denied: two children, unprivileged and not dumpable, move large Sends,
+//!   RDMA Reads and RDMA Writes through the rings instead, with every byte right, and say so.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -69,6 +71,125 @@ fn post_receives(p: &Side, n: u64) -> Lmr {
     bufs
 }
 
+/// Makes this process one that no peer can attach to: an unprivileged uid (if root: root
+/// passes the dumpable check) and not dumpable.
+fn become_unattachable() {
+    if rustix::process::getuid().is_root() {
+        // SAFETY: plain system calls on this process's credentials (glibc applies them to
+        // every thread).
+        unsafe {
+            assert_eq!(libc::setgid(65534), 0, "setgid nobody");
+            assert_eq!(libc::setuid(65534), 0, "setuid nobody");
+        }
+    }
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable).unwrap();
+}
+
+fn pattern2(i: usize) -> u8 {
+    (i * 13 + 5) as u8
+}
+
+/// The children of the CMA-denied test: the server RDMA-reads 1 MiB from the client, writes
+/// 1 MiB back and receives a 256 KiB Send, checking every byte.
+fn cma_denied_child(role: &str, q: ConnQual) {
+    become_unattachable();
+    let c = Side::new("shm", None);
+    assert!(
+        matches!(
+            c.ia.provider_attr().unwrap().link_caps.cross_memory_attach,
+            CrossMemoryAttach::Denied(_)
+        ),
+        "the IA says peers cannot attach"
+    );
+    const SEND: usize = 256 << 10;
+    let wire_len = 2 * RmrTriplet::WIRE_LEN;
+    if role == "cma-server" {
+        let (_psp, cr_evd, _) = listen_on(&c.ia, q);
+        println!("listening");
+        let wire = c.lmr(64);
+        let big = c.lmr(SEND);
+        c.ep.post_recv(&[wire.slice(..).unwrap()], 1, CompletionFlags::empty())
+            .unwrap();
+        c.ep.post_recv(&[big.slice(..).unwrap()], 2, CompletionFlags::empty())
+            .unwrap();
+        expect_cr(&cr_evd).cr.accept(Some(&c.ep), b"").unwrap();
+        c.expect_conn(ConnectionEventKind::Established);
+        let d = c.recv_done();
+        assert_eq!((d.cookie.0, d.status), (1, DtoStatus::Success));
+        let w = wire.to_vec(0, wire_len).unwrap();
+        let src = RmrTriplet::from_wire(&w[..RmrTriplet::WIRE_LEN]).unwrap();
+        let sink = RmrTriplet::from_wire(&w[RmrTriplet::WIRE_LEN..]).unwrap();
+        let local = c.lmr(MIB);
+        c.ep.post_rdma_read(
+            &[local.slice(..).unwrap()],
+            3,
+            &src,
+            CompletionFlags::empty(),
+        )
+        .unwrap();
+        assert_eq!(c.req_done().status, DtoStatus::Success);
+        let got = local.to_vec(0, MIB).unwrap();
+        assert_eq!((0..MIB).find(|&i| got[i] != pattern(i)), None, "read");
+        let out: Vec<u8> = (0..MIB).map(pattern2).collect();
+        local.write(0, &out).unwrap();
+        c.ep.post_rdma_write(
+            &[local.slice(..).unwrap()],
+            4,
+            &sink,
+            CompletionFlags::empty(),
+        )
+        .unwrap();
+        c.ep.post_send(&[local.slice(..8).unwrap()], 5, CompletionFlags::empty())
+            .unwrap();
+        let d = c.recv_done();
+        assert_eq!(
+            (d.cookie.0, d.status, d.transferred_length),
+            (2, DtoStatus::Success, SEND as u64)
+        );
+        let got = big.to_vec(0, SEND).unwrap();
+        assert_eq!((0..SEND).find(|&i| got[i] != pattern2(i)), None, "send");
+        assert_eq!(c.req_done().status, DtoStatus::Success);
+        assert_eq!(c.req_done().status, DtoStatus::Success);
+        c.expect_conn(ConnectionEventKind::Disconnected);
+    } else {
+        let done = c.lmr(8);
+        c.ep.post_recv(&[done.slice(..).unwrap()], 1, CompletionFlags::empty())
+            .unwrap();
+        c.ep.connect(std::net::Ipv4Addr::LOCALHOST, q, T, b"")
+            .unwrap();
+        c.expect_conn(ConnectionEventKind::Established);
+        let src = c.lmr(MIB);
+        src.write(0, &(0..MIB).map(pattern).collect::<Vec<u8>>())
+            .unwrap();
+        let sink = c.lmr(MIB);
+        let wire = c.lmr(64);
+        wire.write(0, &src.remote(..).unwrap().to_wire()).unwrap();
+        wire.write(RmrTriplet::WIRE_LEN, &sink.remote(..).unwrap().to_wire())
+            .unwrap();
+        let big = c.lmr(SEND);
+        big.write(0, &(0..SEND).map(pattern2).collect::<Vec<u8>>())
+            .unwrap();
+        c.ep.post_send(
+            &[wire.slice(..wire_len).unwrap()],
+            2,
+            CompletionFlags::empty(),
+        )
+        .unwrap();
+        c.ep.post_send(&[big.slice(..).unwrap()], 3, CompletionFlags::empty())
+            .unwrap();
+        assert_eq!(c.req_done().status, DtoStatus::Success);
+        assert_eq!(c.req_done().status, DtoStatus::Success);
+        // The server's Send comes after its write: the write is all there.
+        assert_eq!(c.recv_done().status, DtoStatus::Success);
+        let got = sink.to_vec(0, MIB).unwrap();
+        assert_eq!((0..MIB).find(|&i| got[i] != pattern2(i)), None, "write");
+        c.ep.disconnect(CloseFlags::Graceful).unwrap();
+        c.expect_conn(ConnectionEventKind::Disconnected);
+    }
+    println!("child passed");
+    c.close();
+}
+
 #[test]
 #[ignore = "the child side of the two-process tests (they run it)"]
 fn shm_child() {
@@ -76,6 +197,9 @@ fn shm_child() {
         return;
     };
     let q: ConnQual = std::env::var("DAPLRS_SHM_QUAL").unwrap().parse().unwrap();
+    if role.starts_with("cma-") {
+        return cma_denied_child(&role, q);
+    }
     let c = Side::new("shm", None);
     let inbox = c.lmr(64);
     c.ep.post_recv(&[inbox.slice(..).unwrap()], 1, CompletionFlags::empty())
@@ -250,4 +374,64 @@ fn a_stopped_peer_process_is_not_declared_dead_and_carries_on_when_continued() {
     p.expect_conn(ConnectionEventKind::Disconnected);
     assert!(child.wait().unwrap().success(), "the child passed");
     p.close();
+}
+
+#[test]
+fn with_cross_memory_attach_denied_large_transfers_go_through_the_rings_intact() {
+    use std::io::{BufRead, BufReader, Read};
+    let q = qual();
+    let spawn = |role: &str| {
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "shm_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("DAPLRS_SHM_CHILD", role)
+            .env("DAPLRS_SHM_QUAL", q.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the child")
+    };
+    let mut server = spawn("cma-server");
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("listening") {
+        line.clear();
+        assert_ne!(
+            out.read_line(&mut line).unwrap(),
+            0,
+            "the server child ended early"
+        );
+    }
+    let client = spawn("cma-client");
+    let client = client.wait_with_output().unwrap();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let mut server_err = String::new();
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut server_err)
+        .unwrap();
+    let status = server.wait().unwrap();
+    let client_err = String::from_utf8_lossy(&client.stderr);
+    let client_out = String::from_utf8_lossy(&client.stdout);
+    assert!(status.success(), "server: {rest}\n{server_err}");
+    assert!(
+        client.status.success(),
+        "client: {client_out}\n{client_err}"
+    );
+    assert!(rest.contains("child passed") && client_out.contains("child passed"));
+    for err in [&server_err, &client_err.to_string()] {
+        assert!(
+            err.contains("cross-memory attach to process")
+                && err.contains("copied through the shared-memory rings"),
+            "each side says once why it copies through the rings: {err}"
+        );
+    }
 }

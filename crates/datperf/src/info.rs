@@ -1,11 +1,11 @@
 //! `datperf info`: the IAs this provider offers and their attributes, like `ibv_devinfo`.
 
-use dapl::{CloseFlags, InterfaceAdapter};
+use dapl::{CloseFlags, CrossMemoryAttach, InterfaceAdapter};
 
 use crate::error::{Context, Result};
 
 /// The IA names listed when none are given.
-pub const DEFAULT_IAS: [&str; 2] = ["loopback", "tcp"];
+pub const DEFAULT_IAS: [&str; 3] = ["loopback", "tcp", "shm"];
 
 /// Opens `name`, reads its attributes, closes it, and returns the description.
 pub fn describe(name: &str) -> Result<String> {
@@ -39,6 +39,18 @@ fn text(name: &str, ia: &InterfaceAdapter) -> Result<String> {
         ("vendor", a.vendor_name.to_string()),
         ("ia_address", a.ia_address.ip().to_string()),
         ("srq", srq.to_string()),
+        (
+            "cross_memory_attach",
+            match p.link_caps.cross_memory_attach {
+                CrossMemoryAttach::NotUsed => "not used by this link".to_string(),
+                CrossMemoryAttach::Available => {
+                    "available (probed on each connection, in each direction)".to_string()
+                }
+                CrossMemoryAttach::Denied(why) => {
+                    format!("denied: {why}; large messages go through the rings")
+                }
+            },
+        ),
         ("max_eps", a.max_eps.to_string()),
         ("max_dto_per_ep", a.max_dto_per_ep.to_string()),
         ("max_rdma_read_per_ep", a.max_rdma_read_per_ep.to_string()),
@@ -74,6 +86,14 @@ mod tests {
         let t = describe("loopback").unwrap();
         assert!(t.starts_with("ia_name:\t\t\tloopback\n"));
         assert!(t.contains("link:") && t.contains("max_message_size:"));
+        assert!(t.contains("cross_memory_attach:") && t.contains("not used by this link"));
+    }
+
+    #[test]
+    fn shm_reports_cross_memory_attach() {
+        let t = describe("shm").unwrap();
+        assert!(t.contains("\tlink:") && t.contains(" shm\n"), "{t}");
+        assert!(t.contains("cross_memory_attach:        available"), "{t}");
     }
 
     #[test]

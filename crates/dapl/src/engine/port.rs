@@ -132,6 +132,22 @@ pub struct LinkCaps {
     pub max_iov: usize,
     /// Most bytes of private data with a connect, accept or reject.
     pub max_private_data: usize,
+    /// Whether peer processes can copy large messages straight out of this process's
+    /// registered memory (the shm link's single copy by cross-memory attach).
+    pub cross_memory_attach: CrossMemoryAttach,
+}
+
+/// Cross-memory attach (`process_vm_readv`) on this link, as this process finds it now. It is
+/// probed again on every connection, in each direction; where it is denied, large messages are
+/// copied through the shared-memory rings instead (slower, never a failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrossMemoryAttach {
+    /// The link does not use it (tcp, loopback).
+    NotUsed,
+    /// Peers can attach to this process (each connection still probes the peer for real).
+    Available,
+    /// Denied here, for this reason: peers copy through the rings.
+    Denied(&'static str),
 }
 
 /// Connection management and listeners of one kind of link.

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::engine::port::{
-    Connection, CrArrivalInfo, Link, LinkCaps, Listener, OutMsg, PendingRequest, Progress,
-    TxOutcome,
+    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, Listener, OutMsg, PendingRequest,
+    Progress, TxOutcome,
 };
 use crate::engine::qp::{Qp, RxReadFault, RxResponse, RxSend, RxWriteFault, RxWriteImmed};
 use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, EpState, IaAddress, MAX_IOV};
@@ -56,6 +56,7 @@ impl Link for Loopback {
             rnr_waits_forever: true,
             max_iov: MAX_IOV,
             max_private_data: crate::engine::port::MAX_PRIVATE_DATA,
+            cross_memory_attach: CrossMemoryAttach::NotUsed,
         }
     }
 

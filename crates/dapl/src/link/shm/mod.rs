@@ -47,8 +47,8 @@ use rustix::net::{
 
 use self::ring::{Consumer, Header, Kind, Producer, BROKEN, LAST, PULL, SOLICITED};
 use crate::engine::port::{
-    Connection, CrArrivalInfo, Link, LinkCaps, Listener as PortListener, OutMsg, Payload,
-    PendingRequest, Progress, TxOutcome, MAX_PRIVATE_DATA,
+    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, Listener as PortListener, OutMsg,
+    Payload, PendingRequest, Progress, TxOutcome, MAX_PRIVATE_DATA,
 };
 use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
@@ -182,9 +182,42 @@ fn probe_word() -> (u64, u64) {
 }
 
 /// Whether we can copy from process `pid` by cross-memory attach: its probe word read back.
-/// Denied (another uid, a non-dumpable process, a seccomp filter) is false, never an error.
+/// Denied (another uid, a non-dumpable process, a seccomp filter) is false, never an error:
+/// the connection copies through its rings, and says so once per process on stderr.
 fn probe_peer(pid: i32, probe: (u64, u64)) -> bool {
-    pid > 0 && crate::mem::region::peek_word(pid, probe.0).is_ok_and(|v| v == probe.1)
+    let r = match crate::mem::region::peek_word(pid, probe.0) {
+        Ok(v) if v == probe.1 => return true,
+        Ok(_) => "it read back something else".to_string(),
+        Err(e) => e.to_string(),
+    };
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "dapl-rs shm: cross-memory attach to process {pid} is not possible ({r}); \
+             large messages from it are copied through the shared-memory rings"
+        );
+    });
+    false
+}
+
+/// Cross-memory attach as this process finds it now: whether a peer could copy from it.
+fn cross_memory_attach() -> CrossMemoryAttach {
+    use rustix::process::{dumpable_behavior, DumpableBehavior};
+    if dumpable_behavior().is_ok_and(|d| d == DumpableBehavior::NotDumpable) {
+        return CrossMemoryAttach::Denied(
+            "this process is not dumpable (prctl PR_SET_DUMPABLE 0): peers cannot attach to it",
+        );
+    }
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    match crate::mem::region::peek_word(me, probe_word().0) {
+        Ok(_) => CrossMemoryAttach::Available,
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            CrossMemoryAttach::Denied("this kernel has no cross-memory attach")
+        }
+        Err(_) => CrossMemoryAttach::Denied(
+            "process_vm_readv fails here (a seccomp filter or security module?)",
+        ),
+    }
 }
 
 /// The pid of the process at the other end of `sock`, as the kernel saw it.
@@ -773,6 +806,7 @@ impl Link for ShmLink {
             rnr_waits_forever: false,
             max_iov: MAX_IOV,
             max_private_data: MAX_PRIVATE_DATA,
+            cross_memory_attach: cross_memory_attach(),
         }
     }
 

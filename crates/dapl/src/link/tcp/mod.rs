@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use rustix::event::epoll::{self, EventData, EventFlags};
 use socket2::{Domain, Socket, Type};
 
-use crate::engine::port::{Link, LinkCaps, Listener as PortListener, Progress};
+use crate::engine::port::{CrossMemoryAttach, Link, LinkCaps, Listener as PortListener, Progress};
 use crate::engine::qp::Qp;
 use crate::types::{ConnQual, ConnectionEventKind, EpState, IaAddress, MAX_IOV};
 
@@ -397,6 +397,7 @@ impl Link for TcpLink {
             rnr_waits_forever: false,
             max_iov: MAX_IOV,
             max_private_data: crate::engine::port::MAX_PRIVATE_DATA,
+            cross_memory_attach: CrossMemoryAttach::NotUsed,
         }
     }
 
