@@ -260,6 +260,54 @@ fn shm_child() {
                 .unwrap();
             assert!(ev.as_connection().is_some());
         }
+        "churn" => {
+            // RDMA-reads and -writes the parent's mebibytes without end, four of each in
+            // flight, and lets the parent read its own; the parent kills this process.
+            c.recv_done();
+            let w = inbox.to_vec(0, 2 * RmrTriplet::WIRE_LEN).unwrap();
+            let src = RmrTriplet::from_wire(&w[..RmrTriplet::WIRE_LEN]).unwrap();
+            let sink = RmrTriplet::from_wire(&w[RmrTriplet::WIRE_LEN..]).unwrap();
+            let mine = c.lmr(MIB);
+            mine.write(0, &(0..MIB).map(pattern).collect::<Vec<u8>>())
+                .unwrap();
+            let scratch = c.lmr(MIB);
+            let wire = c.lmr(64);
+            wire.write(0, &mine.remote(..).unwrap().to_wire()).unwrap();
+            c.ep.post_send(
+                &[wire.slice(..RmrTriplet::WIRE_LEN).unwrap()],
+                1,
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+            let post = |k: u64| {
+                if k % 2 == 0 {
+                    c.ep.post_rdma_read(
+                        &[scratch.slice(..).unwrap()],
+                        k,
+                        &src,
+                        CompletionFlags::empty(),
+                    )
+                } else {
+                    c.ep.post_rdma_write(
+                        &[mine.slice(..).unwrap()],
+                        k,
+                        &sink,
+                        CompletionFlags::empty(),
+                    )
+                }
+                .unwrap()
+            };
+            for k in 2..10 {
+                post(k);
+            }
+            let mut k = 10;
+            loop {
+                let d = c.req_done();
+                assert_eq!(d.status, DtoStatus::Success);
+                post(k);
+                k += 1;
+            }
+        }
         r => panic!("unknown role {r}"),
     }
     c.close();
@@ -434,4 +482,154 @@ fn with_cross_memory_attach_denied_large_transfers_go_through_the_rings_intact()
             "each side says once why it copies through the rings: {err}"
         );
     }
+}
+
+#[test]
+fn a_peer_killed_during_rdma_reads_and_writes_breaks_the_connection_and_touches_nothing_else() {
+    const GUARD: u8 = 0xee;
+    let (p, mut child, psp, cr_evd) = accept_child("churn");
+    // One registration of 4 MiB; the child gets remote access to two middle mebibytes only.
+    let mem = p.lmr(4 * MIB);
+    mem.write(0, &vec![GUARD; 4 * MIB]).unwrap();
+    mem.write(MIB, &(0..MIB).map(pattern).collect::<Vec<u8>>())
+        .unwrap();
+    let inbox = p.lmr(64);
+    p.ep.post_recv(&[inbox.slice(..).unwrap()], 100, CompletionFlags::empty())
+        .unwrap();
+    let wire = p.lmr(64);
+    wire.write(0, &mem.remote(MIB..2 * MIB).unwrap().to_wire())
+        .unwrap();
+    wire.write(
+        RmrTriplet::WIRE_LEN,
+        &mem.remote(2 * MIB..3 * MIB).unwrap().to_wire(),
+    )
+    .unwrap();
+    p.ep.post_send(
+        &[wire.slice(..2 * RmrTriplet::WIRE_LEN).unwrap()],
+        1,
+        CompletionFlags::empty(),
+    )
+    .unwrap();
+    assert_eq!(p.req_done().status, DtoStatus::Success);
+    let d = p.recv_done();
+    assert_eq!((d.cookie.0, d.status), (100, DtoStatus::Success));
+    let theirs = RmrTriplet::from_wire(&inbox.to_vec(0, RmrTriplet::WIRE_LEN).unwrap()).unwrap();
+    // Our own reads of the child's mebibyte, four in flight, until it dies.
+    let sinks: Vec<Lmr> = (0..4).map(|_| p.lmr(MIB)).collect();
+    let read = |k: u64| {
+        let s = &sinks[(k % 4) as usize];
+        p.ep.post_rdma_read(
+            &[s.slice(..).unwrap()],
+            k,
+            &theirs,
+            CompletionFlags::empty(),
+        )
+    };
+    let mut posted = 0u64;
+    for k in 10..14 {
+        read(k).unwrap();
+        posted += 1;
+    }
+    let (mut done, mut flushed) = (0u64, 0u64);
+    let mut seen = std::collections::HashSet::new();
+    let start = Instant::now();
+    let mut killed_at = None;
+    let mut next = 14;
+    let end = loop {
+        if killed_at.is_none() && start.elapsed() > Duration::from_millis(300) {
+            child.kill().unwrap();
+            killed_at = Some(Instant::now());
+        }
+        if let Some(ev) = p.conn_evd.dequeue().unwrap() {
+            break ev.as_connection().unwrap().kind;
+        }
+        if let Some(ev) = p.req_evd.dequeue().unwrap() {
+            let d = ev.as_dto().unwrap().clone();
+            assert!(
+                seen.insert(d.cookie.0),
+                "cookie {} completed twice",
+                d.cookie.0
+            );
+            match d.status {
+                DtoStatus::Success => done += 1,
+                DtoStatus::Flushed => flushed += 1,
+                s => panic!("read {}: {s:?}", d.cookie.0),
+            }
+            if killed_at.is_none() {
+                if d.status == DtoStatus::Success {
+                    let got = sinks[(d.cookie.0 % 4) as usize].to_vec(0, MIB).unwrap();
+                    assert_eq!((0..MIB).find(|&i| got[i] != pattern(i)), None);
+                }
+                if read(next).is_ok() {
+                    posted += 1;
+                }
+                next += 1;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no end of the connection"
+        );
+    };
+    assert_eq!(end, ConnectionEventKind::Broken);
+    let waited = killed_at.expect("killed").elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "detected at once: {waited:?}"
+    );
+    child.wait().unwrap();
+    // Every read we posted completes exactly once.
+    while done + flushed < posted {
+        let d = p.req_done();
+        assert!(
+            seen.insert(d.cookie.0),
+            "cookie {} completed twice",
+            d.cookie.0
+        );
+        assert!(matches!(d.status, DtoStatus::Success | DtoStatus::Flushed));
+        if d.status == DtoStatus::Success {
+            done += 1
+        } else {
+            flushed += 1
+        }
+    }
+    assert!(p.req_evd.dequeue().unwrap().is_none(), "nothing more");
+    assert!(done >= 4, "reads went through before the kill: {done}");
+    // Outside the two mebibytes the child could reach, nothing changed; the one it read from
+    // is as it was.
+    let all = mem.to_vec(0, 4 * MIB).unwrap();
+    assert!(
+        all[..MIB].iter().all(|&b| b == GUARD),
+        "first guard mebibyte"
+    );
+    assert!(
+        all[3 * MIB..].iter().all(|&b| b == GUARD),
+        "last guard mebibyte"
+    );
+    assert_eq!(
+        (0..MIB).find(|&i| all[MIB + i] != pattern(i)),
+        None,
+        "read source"
+    );
+    // The memory can be deregistered (no lease outlives the dead peer), and the IA serves on.
+    let t = Instant::now();
+    drop(sinks);
+    drop(mem);
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "deregistration waited {:?}",
+        t.elapsed()
+    );
+    let q = psp.conn_qual();
+    let other = Side::new("shm", None);
+    p.ep.reset().unwrap();
+    other
+        .ep
+        .connect(std::net::Ipv4Addr::LOCALHOST, q, T, b"")
+        .unwrap();
+    expect_cr(&cr_evd).cr.accept(Some(&p.ep), b"").unwrap();
+    other.expect_conn(ConnectionEventKind::Established);
+    p.expect_conn(ConnectionEventKind::Established);
+    other.close();
+    p.close();
 }
