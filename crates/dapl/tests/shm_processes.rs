@@ -308,6 +308,16 @@ fn shm_child() {
                 k += 1;
             }
         }
+        "sleepy" => {
+            // Takes a mebibyte later (the parent stops this process first).
+            let big = c.lmr(MIB);
+            c.ep.post_recv(&[big.slice(..).unwrap()], 2, CompletionFlags::empty())
+                .unwrap();
+            let msg = c.lmr(8);
+            c.ep.post_send(&[msg.slice(..8).unwrap()], 3, CompletionFlags::empty())
+                .unwrap();
+            std::thread::sleep(Duration::from_secs(60));
+        }
         r => panic!("unknown role {r}"),
     }
     c.close();
@@ -632,4 +642,83 @@ fn a_peer_killed_during_rdma_reads_and_writes_breaks_the_connection_and_touches_
     p.expect_conn(ConnectionEventKind::Established);
     other.close();
     p.close();
+}
+
+#[test]
+fn memory_lent_to_a_stopped_peer_stays_registered_until_a_bounded_wait_after_the_connection_ends() {
+    let (p, mut child, _psp, _cr) = accept_child("sleepy");
+    let _bufs = post_receives(&p, 1);
+    assert_eq!(
+        p.recv_done().status,
+        DtoStatus::Success,
+        "the child is there"
+    );
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
+    // A mebibyte Send goes by descriptor: the stopped child cannot copy it out.
+    let src = p.lmr(MIB);
+    p.ep.post_send(&[src.slice(..).unwrap()], 1, CompletionFlags::empty())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        p.req_evd.dequeue().unwrap().is_none(),
+        "not complete before the peer has it"
+    );
+    p.ep.disconnect(CloseFlags::Abrupt).unwrap();
+    let d = p.req_done();
+    assert_eq!((d.cookie.0, d.status), (1, DtoStatus::Flushed));
+    // The peer may still copy the source out once continued: deregistration waits for it,
+    // but not for ever.
+    let t = Instant::now();
+    drop(src);
+    let waited = t.elapsed();
+    assert!(
+        waited > Duration::from_millis(1500) && waited < Duration::from_secs(4),
+        "deregistration waited {waited:?}"
+    );
+    rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    p.close();
+}
+
+#[test]
+fn deregistering_memory_a_stopped_peer_has_not_copied_out_breaks_the_connection_within_a_bound() {
+    let (p, mut child, _psp, _cr) = accept_child("sleepy");
+    let _bufs = post_receives(&p, 1);
+    assert_eq!(
+        p.recv_done().status,
+        DtoStatus::Success,
+        "the child is there"
+    );
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
+    let src = p.lmr(MIB);
+    p.ep.post_send(&[src.slice(..).unwrap()], 1, CompletionFlags::empty())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // Freed with the Send in flight on a live connection to a stopped peer: no hang.
+    let t = Instant::now();
+    drop(src);
+    let waited = t.elapsed();
+    assert!(
+        waited < Duration::from_secs(6),
+        "deregistration waited {waited:?}"
+    );
+    assert_eq!(expect_conn_end_kind(&p), ConnectionEventKind::Broken);
+    let d = p.req_done();
+    assert_eq!((d.cookie.0, d.status), (1, DtoStatus::Flushed));
+    rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    p.close();
+}
+
+fn expect_conn_end_kind(p: &Side) -> ConnectionEventKind {
+    let (ev, _) = p
+        .conn_evd
+        .wait(Some(Duration::from_secs(5)), 1)
+        .unwrap()
+        .expect("the connection's end");
+    ev.as_connection().unwrap().kind
 }

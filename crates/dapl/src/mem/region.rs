@@ -800,6 +800,11 @@ impl Lease {
     pub fn len(&self) -> usize {
         self.len
     }
+
+    /// True once the region is being revoked: a `revoke` waits for this lease.
+    pub fn revoking(&self) -> bool {
+        self.mem.is_revoked()
+    }
 }
 
 impl Drop for Lease {

@@ -1190,6 +1190,8 @@ struct Tx {
     /// copying out: released once its head passes the position, it hangs up, or after
     /// `ORPHAN_BOUND`.
     orphans: Vec<(u64, Vec<Lease>)>,
+    /// Numbers the jobs sent by descriptor (`watch_lent`).
+    lent_seq: u64,
     /// A Close to send once the job is out: Some(broken flags).
     close: Option<u8>,
     closed: bool,
@@ -1271,6 +1273,7 @@ impl ShmConn {
                 held: false,
                 job: None,
                 orphans: Vec::new(),
+                lent_seq: 0,
                 close: None,
                 closed: false,
             }),
@@ -1317,6 +1320,34 @@ impl ShmConn {
                 }
             });
         }
+    }
+
+    /// Every `ORPHAN_BOUND` while job `seq` (sent by descriptor) waits for the peer: if its
+    /// source is being deregistered meanwhile (a `revoke` waits for the lease) and the peer has
+    /// not copied it out for that long, the connection breaks, so that the deregistration ends
+    /// within a bound (the lease then lasts `ORPHAN_BOUND` more: `abandon`).
+    fn watch_lent(&self, seq: u64) {
+        let me = self.me.clone();
+        crate::engine::timer::at(Instant::now() + ORPHAN_BOUND, move || {
+            let Some(c) = me.upgrade() else {
+                return;
+            };
+            let revoking = {
+                let tx = lock(&c.tx);
+                match &tx.job {
+                    Some(Job {
+                        lent: Some(leases), ..
+                    }) if tx.lent_seq == seq => leases.iter().any(Lease::revoking),
+                    _ => return,
+                }
+            };
+            if !revoking {
+                return c.watch_lent(seq);
+            }
+            if let Some(qp) = c.qp() {
+                qp.end_connection_of(c.id, ConnectionEventKind::Broken, true);
+            }
+        });
     }
 
     /// Releases the orphaned sources the peer has consumed past.
@@ -1888,6 +1919,8 @@ impl Connection for ShmConn {
             };
             tx.job = Some(job);
             self.lending.store(true, Ordering::SeqCst);
+            tx.lent_seq += 1;
+            self.watch_lent(tx.lent_seq);
             let r = self.drive(&mut tx);
             self.notify_peer(&tx);
             return match r {
@@ -1940,9 +1973,9 @@ impl Connection for ShmConn {
         if tx.closed || tx.close.is_some() {
             return;
         }
-        if broken {
-            self.abandon(&mut tx);
-        }
+        // The engine has ended the connection: whatever the job was, its WR is complete
+        // (flushed); a descriptor's sources stay leased while the peer may copy them out.
+        self.abandon(&mut tx);
         tx.held = false;
         tx.close = Some(if broken { BROKEN } else { 0 });
         let _ = self.drive(&mut tx);
