@@ -129,8 +129,8 @@ run_datperf() {
         (cd "$ROOT" && timeout 900 cargo build --release -p datperf) >"$LOGDIR/datperf-build.log" 2>&1 ||
             log "cargo build failed (see $LOGDIR/datperf-build.log)"
     fi
-    log "datperf --json"
-    if ! timeout 600 "$DATPERF" --json -p "$DATPERF_QUAL" >"$json" 2>"$err"; then
+    log "datperf --json --link tcp"
+    if ! timeout 600 "$DATPERF" --json --link tcp -p "$DATPERF_QUAL" >"$json" 2>"$err"; then
         log "datperf failed (see $err)"
     fi
     for row in "${ROWS[@]}"; do

@@ -117,6 +117,8 @@ pub struct Options {
     pub poll: Option<bool>,
     /// Link of the DAT side.
     pub link: LinkKind,
+    /// `--link` was given; a local run without it measures tcp, then shm.
+    pub link_given: bool,
     /// Connection qualifier (`-p`); `None`: `DEFAULT_QUAL` for server/client, any free one for
     /// a local run.
     pub qual: Option<u64>,
@@ -138,6 +140,7 @@ impl Default for Options {
             iters: None,
             poll: None,
             link: LinkKind::Tcp,
+            link_given: false,
             qual: None,
             ia: None,
             json: false,
@@ -167,7 +170,9 @@ datperf {version}: perftest-like benchmarks for dapl-rs, next to raw kernel TCP 
 
 USAGE:
     datperf [OPTIONS]                 self-contained run: server and client in this process,
-                                      over 127.0.0.1 (tcp link), one table
+                                      over 127.0.0.1: the tcp link against raw TCP, then the
+                                      shm link against the same-host floors (two tables;
+                                      --link picks one)
     datperf --server [ADDR] [OPTIONS] serve benchmarks on ADDR (default 0.0.0.0): DAT on the
                                       connection qualifier -p, the raw TCP baseline on the next
                                       TCP port; runs until killed
@@ -434,6 +439,7 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, String> {
         (None, Some(h)) => Mode::Client(h),
         (None, None) => Mode::Local,
     };
+    o.link_given = link_set;
     if link_set && o.link == LinkKind::Loopback && o.mode != Mode::Local {
         return Err(
             "--link loopback works only within one process (a run without --server/--client)"

@@ -128,12 +128,22 @@ fn completion_mode(o: &Options) -> &'static str {
 }
 
 fn render(o: &Options, title: &str, rows: &[Row], base: Baseline) -> String {
+    render_all(o, &[(title.to_string(), rows.to_vec(), base)])
+}
+
+/// One table per link run (JSON: one array of every row, each naming its link).
+fn render_all(o: &Options, runs: &[(String, Vec<Row>, Baseline)]) -> String {
     if o.json {
-        let mut s = report::json(rows);
+        let all: Vec<Row> = runs.iter().flat_map(|r| r.1.iter().cloned()).collect();
+        let mut s = report::json(&all);
         s.push('\n');
         s
     } else {
-        report::table(title, rows, base.label())
+        let tables: Vec<String> = runs
+            .iter()
+            .map(|(title, rows, base)| report::table(title, rows, base.label()))
+            .collect();
+        tables.join("\n")
     }
 }
 
@@ -159,6 +169,7 @@ impl Baseline {
 /// round, so that both figures see the same drift of the machine's speed.
 fn run_suite(
     client: &dat::Client,
+    link: &'static str,
     base: Baseline,
     suite: &[Measurement],
     quick: bool,
@@ -181,6 +192,7 @@ fn run_suite(
             });
         }
         let row = Row {
+            link,
             m: *m,
             dat: report::combine(m, &d)?,
             base: report::combine(m, &b)?,
@@ -198,8 +210,23 @@ fn join<T>(h: std::thread::JoinHandle<Result<T>>, what: &str) -> Result<T> {
     }
 }
 
-/// Server and client in this process over 127.0.0.1.
+/// Server and client in this process over 127.0.0.1: the chosen link, or tcp then shm.
 fn run_local(o: &Options) -> Result<String> {
+    let links: &[LinkKind] = if o.link_given {
+        std::slice::from_ref(&o.link)
+    } else {
+        &[LinkKind::Tcp, LinkKind::Shm]
+    };
+    let mut runs = Vec::new();
+    for &link in links {
+        let o = Options { link, ..o.clone() };
+        runs.push(run_local_link(&o)?);
+    }
+    Ok(render_all(o, &runs))
+}
+
+/// One link's self-contained run: its title, rows and baseline.
+fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
     let suite = suite::build(o);
     let ia_name = match o.link {
         LinkKind::Tcp => "tcp",
@@ -237,7 +264,7 @@ fn run_local(o: &Options) -> Result<String> {
     let rows = dat::Client::open(ia_name, SocketAddr::new(addr.ip(), 0), qual, o.poll)
         .ctx("starting the client side")
         .and_then(|client| {
-            let rows = run_suite(&client, base, &suite, o.quick);
+            let rows = run_suite(&client, ia_name, base, &suite, o.quick);
             let closed = client.close();
             rows.and_then(|r| closed.map(|()| r))
         });
@@ -255,7 +282,8 @@ fn run_local(o: &Options) -> Result<String> {
     let against = match base {
         Baseline::Shm => {
             "the same-host floors (latency: two threads ping-ponging on one cache line; \
-             bandwidth: memcpy; rate: an SPSC ring of 8-byte messages)"
+             bandwidth: process_vm_readv of the same size; rate: an SPSC ring of 8-byte \
+             messages)"
         }
         Baseline::Tcp(_) => "raw kernel TCP (TCP_NODELAY), 127.0.0.1",
     };
@@ -264,7 +292,7 @@ fn run_local(o: &Options) -> Result<String> {
         env!("CARGO_PKG_VERSION"),
         completion_mode(o)
     );
-    Ok(render(o, &title, &rows, base))
+    Ok((title, rows, base))
 }
 
 /// The first IPv4 address of `host`.
@@ -318,7 +346,12 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         LinkKind::Shm => Baseline::Shm,
         _ => Baseline::Tcp(raw_addr),
     };
-    let rows = run_suite(&client, base, &suite, o.quick);
+    let link = match o.link {
+        LinkKind::Tcp => "tcp",
+        LinkKind::Shm => "shm",
+        LinkKind::Loopback => "loopback",
+    };
+    let rows = run_suite(&client, link, base, &suite, o.quick);
     let closed = client.close();
     let rows = rows?;
     closed?;

@@ -16,6 +16,8 @@ pub struct Figure {
 /// A measurement with its DAT figure and its raw TCP baseline.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// The link of the DAT side ("tcp", "shm", "loopback").
+    pub link: &'static str,
     /// What was measured.
     pub m: Measurement,
     /// The dapl-rs figure.
@@ -214,14 +216,15 @@ fn json_num(x: f64) -> String {
     }
 }
 
-/// The JSON array: `{"name", "unit", "value", "baseline", "ratio"}` per measurement, in that
-/// key order. Names and units are plain ASCII, so no escaping is needed.
+/// The JSON array: `{"link", "name", "unit", "value", "baseline", "ratio"}` per measurement,
+/// in that key order. Names and units are plain ASCII, so no escaping is needed.
 pub fn json(rows: &[Row]) -> String {
     let items: Vec<String> = rows
         .iter()
         .map(|r| {
             format!(
-                "  {{\"name\": \"{}\", \"unit\": \"{}\", \"value\": {}, \"baseline\": {}, \"ratio\": {}}}",
+                "  {{\"link\": \"{}\", \"name\": \"{}\", \"unit\": \"{}\", \"value\": {}, \"baseline\": {}, \"ratio\": {}}}",
+                r.link,
                 r.m.name(),
                 r.m.unit(),
                 json_num(round_sig(r.dat.value)),
@@ -303,6 +306,7 @@ mod tests {
         assert_eq!(round_sig(0.000123456789), 0.000123457);
         assert_eq!(round_sig(1234567.0), 1234570.0);
         let r = Row {
+            link: "tcp",
             m: m(Kind::Lat),
             dat: Figure {
                 value: 12.0,

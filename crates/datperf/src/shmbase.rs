@@ -2,7 +2,9 @@
 //! in the same run as the DAT figure (alternating rounds, as the raw TCP baseline is):
 //! - latency: two threads ping-ponging on one cache line (a spin on an atomic: the floor of any
 //!   shared-memory transport); half round trips for send and write, round trips for read;
-//! - bandwidth: `memcpy` of the same size (what one-sided transfers on library memory aim at);
+//! - bandwidth: `process_vm_readv` of the same size (cross-memory attach: the one copy between
+//!   processes that the link's large transfers make), from a buffer of this process (the
+//!   kernel's copy path is the same for another process);
 //! - message rate: a single-producer, single-consumer ring of 8-byte messages between two
 //!   threads, 64 slots (the window the DAT side keeps in flight).
 
@@ -61,12 +63,27 @@ fn ping_pong(m: &Measurement) -> Sample {
 }
 
 fn copy(m: &Measurement) -> Sample {
+    use nix::sys::uio::{process_vm_readv, RemoteIoVec};
     let size = m.size as usize;
     let src = vec![0x5au8; size];
     let mut dst = vec![0u8; size];
+    let me = nix::unistd::getpid();
+    let remote = [RemoteIoVec {
+        base: src.as_ptr() as usize,
+        len: size,
+    }];
     let t = Instant::now();
     for _ in 0..m.iters {
-        dst.copy_from_slice(black_box(&src));
+        let mut done = 0;
+        while done < size {
+            let rest = [RemoteIoVec {
+                base: remote[0].base + done,
+                len: size - done,
+            }];
+            let mut local = [std::io::IoSliceMut::new(&mut dst[done..])];
+            done += process_vm_readv(me, &mut local, &rest)
+                .expect("process_vm_readv of our own memory");
+        }
         black_box(&mut dst);
     }
     Sample::Bw {

@@ -37,12 +37,17 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Checks one JSON result and returns its name and unit.
-fn check_entry(e: &Value) -> (String, String) {
+/// Checks one JSON result and returns its link, name and unit.
+fn check_entry(e: &Value) -> (String, String, String) {
     let obj = e.as_object().expect("each entry is an object");
     let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
     keys.sort_unstable();
-    assert_eq!(keys, ["baseline", "name", "ratio", "unit", "value"], "{e}");
+    assert_eq!(
+        keys,
+        ["baseline", "link", "name", "ratio", "unit", "value"],
+        "{e}"
+    );
+    let link = e["link"].as_str().expect("link is a string").to_string();
     let name = e["name"].as_str().expect("name is a string").to_string();
     let unit = e["unit"].as_str().expect("unit is a string").to_string();
     let num = |k: &str| -> f64 {
@@ -58,11 +63,11 @@ fn check_entry(e: &Value) -> (String, String) {
         (ratio - want).abs() <= 1e-4 * want,
         "{name}: ratio {ratio} is not value/baseline = {want}"
     );
-    (name, unit)
+    (link, name, unit)
 }
 
 /// Parses stdout as the JSON array and checks every entry.
-fn entries(out: &Output) -> Vec<(String, String)> {
+fn entries(out: &Output) -> Vec<(String, String, String)> {
     let stdout = text(&out.stdout);
     assert!(
         out.status.success(),
@@ -80,19 +85,25 @@ fn entries(out: &Output) -> Vec<(String, String)> {
 }
 
 #[test]
-fn json_quick_run_has_every_measurement_once() {
+fn json_quick_run_has_every_measurement_once_per_link() {
+    // No --link: the tcp link, then the shm link.
     let out = run(&["--json", "--quick"]);
     let got = entries(&out);
-    for (name, unit) in REQUIRED {
-        let n = got.iter().filter(|(g, _)| g == name).count();
-        assert_eq!(n, 1, "{name} appears {n} times in {got:?}");
-        let (_, u) = got.iter().find(|(g, _)| g == name).unwrap();
-        assert_eq!(u, unit, "unit of {name}");
+    for link in ["tcp", "shm"] {
+        for (name, unit) in REQUIRED {
+            let n = got
+                .iter()
+                .filter(|(l, g, _)| l == link && g == name)
+                .count();
+            assert_eq!(n, 1, "{link} {name} appears {n} times in {got:?}");
+            let (_, _, u) = got.iter().find(|(l, g, _)| l == link && g == name).unwrap();
+            assert_eq!(u, unit, "unit of {name}");
+        }
     }
-    assert_eq!(got.len(), REQUIRED.len(), "{got:?}");
+    assert_eq!(got.len(), 2 * REQUIRED.len(), "{got:?}");
     // Progress went to stderr, one line per measurement.
     let err = text(&out.stderr);
-    assert!(err.contains("[13/13] msg_rate_8B"), "{err}");
+    assert_eq!(err.matches("[13/13] msg_rate_8B").count(), 2, "{err}");
 }
 
 #[test]
@@ -232,7 +243,7 @@ fn server_and_client_in_two_processes() {
         "--poll",
     ]);
     let got = entries(&out);
-    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = got.iter().map(|(_, n, _)| n.as_str()).collect();
     assert_eq!(
         names,
         [
