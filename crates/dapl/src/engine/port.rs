@@ -81,6 +81,11 @@ pub(crate) enum TxOutcome {
     /// more on this connection until the link calls [`Qp::tx_drained`], which completes
     /// the message.
     Queued,
+    /// Taken and out, but the peer copies the message straight out of its source memory:
+    /// it completes when the link calls [`Qp::tx_returned`] (once per lent message, in the
+    /// order lent); the engine goes on transmitting meanwhile, and whatever completes after
+    /// it waits for it (completions stay in order).
+    Lent,
     /// A Send (or a write with immediate data) found no receive buffer at the peer yet; retry
     /// when woken (RNR).
     NotReady,

@@ -49,7 +49,8 @@ impl Qp {
             c.irq.clear();
             c.peer_waiting = false;
             c.tx_stalled = false;
-            let mut sq: Vec<SendWr> = c.tx_inflight.take().into_iter().collect();
+            let mut sq: Vec<SendWr> = c.take_lent().collect();
+            sq.extend(c.tx_inflight.take());
             sq.extend(c.orq.drain(..));
             sq.extend(c.sq.drain(..));
             let rq: Vec<RecvWr> = c.rq.drain(..).collect();
@@ -154,6 +155,7 @@ impl Qp {
             c.pending_conn = None;
             c.tx_stalled = false;
             c.tx_drained_early = false;
+            c.lent_returned_early = 0;
             // A Send blocked on the previous connection's peer must not block this one.
             self.rnr_blocked.store(false, Ordering::SeqCst);
             c.ird = ird;
@@ -207,7 +209,8 @@ impl Qp {
         let (sq, rq, recv_flags) = {
             let mut c = self.lock();
             c.tx_stalled = false;
-            let mut sq: Vec<SendWr> = c.tx_inflight.take().into_iter().collect();
+            let mut sq: Vec<SendWr> = c.take_lent().collect();
+            sq.extend(c.tx_inflight.take());
             sq.extend(c.orq.drain(..));
             sq.extend(c.sq.drain(..));
             (

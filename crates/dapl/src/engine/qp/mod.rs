@@ -103,6 +103,14 @@ pub(crate) struct QpCore {
     tx_inflight: Option<SendWr>,
     /// The link's `tx_drained` came before the engine recorded the stall it ends.
     tx_drained_early: bool,
+    /// Messages out on the link whose source memory the peer still copies from
+    /// (`TxOutcome::Lent`), in the order lent, and the Sends and Writes transmitted after one
+    /// of them: each completes in this order once the link has returned every lent message
+    /// up to it ([`Qp::tx_returned`]).
+    pub(crate) lent: VecDeque<Lent>,
+    /// Returns the link made before the engine recorded the lent message (the peer was
+    /// quicker than `transmit`'s return): the next lent messages count as returned.
+    pub(crate) lent_returned_early: usize,
     /// The link's connection of a connect attempt that is not established yet: closed at once
     /// if the attempt fails (timeout, free), so the peer cannot accept a dead request.
     pending_conn: Option<Arc<dyn Connection>>,
@@ -212,6 +220,8 @@ impl Qp {
                 peer_waiting: false,
                 tx_stalled: false,
                 tx_inflight: None,
+                lent: VecDeque::new(),
+                lent_returned_early: 0,
                 tx_drained_early: false,
                 pending_conn: None,
                 remote_addr: None,
@@ -421,6 +431,27 @@ impl QpCore {
     fn reads_pending(&self) -> bool {
         !self.orq.is_empty() || self.reads_completing > 0
     }
+
+    /// Everything in flight that must end before a graceful disconnect completes.
+    fn outstanding(&self) -> bool {
+        self.reads_pending() || !self.lent.is_empty()
+    }
+
+    /// The lent messages and the WRs completing after them, flushed in order (the connection
+    /// ended): their WRs.
+    fn take_lent(&mut self) -> impl Iterator<Item = SendWr> + use<> {
+        self.lent_returned_early = 0;
+        std::mem::take(&mut self.lent).into_iter().filter_map(|l| l.wr)
+    }
+}
+
+/// An entry of [`QpCore::lent`].
+pub(crate) struct Lent {
+    /// The WR that completes (None: a Read Response, which completes nothing).
+    pub(crate) wr: Option<SendWr>,
+    /// False while the link has not returned the message (true for a WR transmitted normally
+    /// behind a lent one: it only waits for its turn).
+    pub(crate) returned: bool,
 }
 
 /// What the DAT layer's queries report about a QP.

@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Qp, ReadWork, ReqOp, SendWr};
+use super::{Lent, Qp, ReadWork, ReqOp, SendWr};
 use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
 use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpState, RmrTriplet};
 
@@ -85,7 +85,7 @@ impl Qp {
                         (Work::Wr(wr), conn)
                     }
                 } else {
-                    let graceful_done = c.state == EpState::DisconnectPending && !c.reads_pending();
+                    let graceful_done = c.state == EpState::DisconnectPending && !c.outstanding();
                     drop(c);
                     if graceful_done {
                         self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
@@ -103,6 +103,7 @@ impl Qp {
                     });
                     match out {
                         TxOutcome::Sent => {}
+                        TxOutcome::Lent => self.lend(None, &conn),
                         TxOutcome::Queued => {
                             if self.stall_tx(None, &conn) {
                                 return;
@@ -136,7 +137,7 @@ impl Qp {
                         src_to: remote.virtual_address,
                     });
                     match out {
-                        TxOutcome::Sent => {}
+                        TxOutcome::Sent | TxOutcome::Lent => {}
                         TxOutcome::Queued => {
                             if self.stall_tx(None, &conn) {
                                 return;
@@ -189,9 +190,10 @@ impl Qp {
                     };
                     match out {
                         TxOutcome::Sent => {
-                            self.complete_send(&wr, DtoStatus::Success, wr.total);
+                            self.complete_sent(wr);
                             conn.sent_completed();
                         }
+                        TxOutcome::Lent => self.lend(Some(wr), &conn),
                         TxOutcome::Queued => {
                             if self.stall_tx(Some(wr), &conn) {
                                 return;
@@ -251,7 +253,7 @@ impl Qp {
         if std::mem::take(&mut c.tx_drained_early) {
             drop(c);
             if let Some(wr) = wr {
-                self.complete_send(&wr, DtoStatus::Success, wr.total);
+                self.complete_sent(wr);
             }
             return false;
         }
@@ -277,9 +279,82 @@ impl Qp {
             c.tx_inflight.take()
         };
         if let Some(wr) = wr {
-            self.complete_send(&wr, DtoStatus::Success, wr.total);
+            self.complete_sent(wr);
         }
         self.pump();
+    }
+
+    /// A Send or Write the link has handed over completes, unless a lent message before it
+    /// is still out: then it waits in `lent` for its turn.
+    fn complete_sent(&self, wr: SendWr) {
+        {
+            let mut c = self.lock();
+            if !c.lent.is_empty() {
+                c.lent.push_back(Lent {
+                    wr: Some(wr),
+                    returned: true,
+                });
+                return;
+            }
+        }
+        self.complete_send(&wr, DtoStatus::Success, wr.total);
+    }
+
+    /// The link lent `wr`'s message (None: a Read Response) on `conn`: it completes on
+    /// [`Qp::tx_returned`]. If the connection ended meanwhile, it is flushed here.
+    fn lend(&self, wr: Option<SendWr>, conn: &Arc<dyn Connection>) {
+        let mut c = self.lock();
+        if c.conn.as_ref().is_none_or(|cur| cur.id() != conn.id()) {
+            drop(c);
+            if let Some(wr) = wr {
+                self.complete_send(&wr, DtoStatus::Flushed, 0);
+            }
+            return;
+        }
+        if c.lent_returned_early > 0 {
+            // Already returned (the link's call came first): it completes in its turn.
+            c.lent_returned_early -= 1;
+            if c.lent.is_empty() {
+                drop(c);
+                if let Some(wr) = wr {
+                    self.complete_send(&wr, DtoStatus::Success, wr.total);
+                }
+                return;
+            }
+            c.lent.push_back(Lent { wr, returned: true });
+            return;
+        }
+        c.lent.push_back(Lent {
+            wr,
+            returned: false,
+        });
+    }
+
+    /// The peer has copied out the oldest lent message of connection `conn_id` that was not
+    /// returned yet: the WRs whose turn has come complete, in order.
+    pub(crate) fn tx_returned(&self, conn_id: u64) {
+        let (done, graceful) = {
+            let mut c = self.lock();
+            if c.conn.as_ref().is_none_or(|cur| cur.id() != conn_id) {
+                return;
+            }
+            match c.lent.iter_mut().find(|l| !l.returned) {
+                Some(l) => l.returned = true,
+                // `transmit` has not returned yet: `lend` finds it counted.
+                None => c.lent_returned_early += 1,
+            }
+            let mut done = Vec::new();
+            while c.lent.front().is_some_and(|l| l.returned) {
+                done.extend(c.lent.pop_front().and_then(|l| l.wr));
+            }
+            (done, c.lent.is_empty() && c.state == EpState::DisconnectPending)
+        };
+        for wr in &done {
+            self.complete_send(wr, DtoStatus::Success, wr.total);
+        }
+        if graceful {
+            self.pump(); // a graceful disconnect waited for these
+        }
     }
 
     /// Puts `wr`, taken off the send queue to go out on `conn`, back at the head if `conn` is

@@ -27,7 +27,7 @@ pub(crate) mod ring;
 use std::borrow::Cow;
 
 use arrayvec::ArrayVec;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
@@ -1190,11 +1190,22 @@ struct Tx {
     /// copying out: released once its head passes the position, it hangs up, or after
     /// `ORPHAN_BOUND`.
     orphans: Vec<(u64, Vec<Lease>)>,
-    /// Numbers the jobs sent by descriptor (`watch_lent`).
+    /// Messages sent by descriptor that the peer has not consumed yet, oldest first.
+    lent: VecDeque<LentMsg>,
+    /// Numbers them (`watch_lent`).
     lent_seq: u64,
     /// A Close to send once the job is out: Some(broken flags).
     close: Option<u8>,
     closed: bool,
+}
+
+/// A message sent by descriptor (`TxOutcome::Lent`).
+struct LentMsg {
+    seq: u64,
+    /// The ring position after its records: consumed past it, the peer has copied it out.
+    until: u64,
+    /// Its source ranges, held against revocation meanwhile.
+    leases: Vec<Lease>,
 }
 
 struct Rx {
@@ -1227,7 +1238,7 @@ pub(crate) struct ShmConn {
     we_pull: bool,
     /// The peer can read ours: large messages go by descriptor.
     peer_pulls: AtomicBool,
-    /// A job sent by descriptor waits for the peer to consume it (`settle`).
+    /// Lent messages wait for the peer to consume them (`settle`).
     lending: AtomicBool,
 }
 
@@ -1273,6 +1284,7 @@ impl ShmConn {
                 held: false,
                 job: None,
                 orphans: Vec::new(),
+                lent: VecDeque::new(),
                 lent_seq: 0,
                 close: None,
                 closed: false,
@@ -1304,28 +1316,30 @@ impl ShmConn {
         tx.ring.publish();
     }
 
-    /// Drops the job (the connection ended under it). A descriptor already in the ring may
-    /// still be copied out by the peer: its sources stay leased (`Tx::orphans`).
+    /// Drops the job and the lent messages (the connection ended under them). A descriptor
+    /// already in the ring may still be copied out by the peer: its sources stay leased
+    /// (`Tx::orphans`).
     fn abandon(&self, tx: &mut Tx) {
-        let Some(job) = tx.job.take() else {
-            return;
-        };
+        tx.job = None;
         self.lending.store(false, Ordering::SeqCst);
-        if let (true, Some(leases)) = (job.started, job.lent) {
-            tx.orphans.push((tx.ring.position(), leases));
-            let me = self.me.clone();
-            crate::engine::timer::at(Instant::now() + ORPHAN_BOUND, move || {
-                if let Some(c) = me.upgrade() {
-                    lock(&c.tx).orphans.clear();
-                }
-            });
+        if tx.lent.is_empty() {
+            return;
         }
+        for l in std::mem::take(&mut tx.lent) {
+            tx.orphans.push((l.until, l.leases));
+        }
+        let me = self.me.clone();
+        crate::engine::timer::at(Instant::now() + ORPHAN_BOUND, move || {
+            if let Some(c) = me.upgrade() {
+                lock(&c.tx).orphans.clear();
+            }
+        });
     }
 
-    /// Every `ORPHAN_BOUND` while job `seq` (sent by descriptor) waits for the peer: if its
-    /// source is being deregistered meanwhile (a `revoke` waits for the lease) and the peer has
-    /// not copied it out for that long, the connection breaks, so that the deregistration ends
-    /// within a bound (the lease then lasts `ORPHAN_BOUND` more: `abandon`).
+    /// Every `ORPHAN_BOUND` while lent message `seq` waits for the peer: if its source is being
+    /// deregistered meanwhile (a `revoke` waits for the lease) and the peer has not copied it
+    /// out for that long, the connection breaks, so that the deregistration ends within a
+    /// bound (the lease then lasts `ORPHAN_BOUND` more: `abandon`).
     fn watch_lent(&self, seq: u64) {
         let me = self.me.clone();
         crate::engine::timer::at(Instant::now() + ORPHAN_BOUND, move || {
@@ -1334,12 +1348,10 @@ impl ShmConn {
             };
             let revoking = {
                 let tx = lock(&c.tx);
-                match &tx.job {
-                    Some(Job {
-                        lent: Some(leases), ..
-                    }) if tx.lent_seq == seq => leases.iter().any(Lease::revoking),
-                    _ => return,
-                }
+                let Some(l) = tx.lent.iter().find(|l| l.seq == seq) else {
+                    return; // returned (or abandoned)
+                };
+                l.leases.iter().any(Lease::revoking)
             };
             if !revoking {
                 return c.watch_lent(seq);
@@ -1373,27 +1385,12 @@ impl ShmConn {
     }
 
     /// Writes as much of the job (then a pending Close) as the ring takes. Ok(true) when
-    /// nothing is left; Err: the peer's ring is garbage or our source was revoked. A job sent
-    /// by descriptor ends once the peer has consumed it, and only when `settle` (under the rx
-    /// lock, so that it completes before anything the peer sent after it is handled); without
-    /// `settle`, a consumed one has the doorbell rung (`self_bell`) for a settling pass.
-    fn drive_job(tx: &mut Tx, settle: bool, self_bell: &OwnedFd) -> Result<bool, ()> {
+    /// nothing is left; Err: the peer's ring is garbage or our source was revoked.
+    fn drive(&self, tx: &mut Tx) -> Result<bool, ()> {
         if let Some(job) = tx.job.as_mut() {
             if !job.push(&mut tx.ring)? {
                 tx.ring.publish();
                 return Ok(false);
-            }
-            if job.lent.is_some() {
-                // Complete once the peer has copied the sources out and consumed past the
-                // descriptor (the consumer rings: we are marked waiting).
-                tx.ring.publish();
-                let consumed = tx.ring.consumed(tx.ring.position()).map_err(|_| ())?;
-                if consumed && !settle {
-                    ring_bell(self_bell);
-                }
-                if !consumed || !settle {
-                    return Ok(false);
-                }
             }
             tx.job = None;
         }
@@ -1413,34 +1410,31 @@ impl ShmConn {
         Ok(true)
     }
 
-    /// [`drive_job`](Self::drive_job) without settling.
-    fn drive(&self, tx: &mut Tx) -> Result<bool, ()> {
-        Self::drive_job(tx, false, &self.bell)
-    }
-
-    /// Completes a job sent by descriptor that the peer has consumed (`rx` held: before any
-    /// record the peer sent after it is handled).
+    /// Returns the lent messages the peer has consumed (copied out) to the engine, oldest
+    /// first. Called with `rx` held, before any record the peer sent after consuming them is
+    /// handled, so that they complete first.
     fn settle(&self) {
         if !self.lending.load(Ordering::SeqCst) {
             return;
         }
-        let outcome = {
+        let mut returned = 0;
+        {
             let mut tx = lock(&self.tx);
-            if tx.job.as_ref().is_none_or(|j| j.lent.is_none()) {
-                return;
+            while let Some(l) = tx.lent.front() {
+                // Not consumed yet: we are marked waiting, the consumer rings when it is.
+                if !tx.ring.consumed(l.until).unwrap_or(false) {
+                    break;
+                }
+                tx.lent.pop_front();
+                returned += 1;
             }
-            let r = Self::drive_job(&mut tx, true, &self.bell);
-            if tx.job.as_ref().is_none_or(|j| j.lent.is_none()) {
+            if tx.lent.is_empty() {
                 self.lending.store(false, Ordering::SeqCst);
             }
-            self.notify_peer(&tx);
-            r
-        };
+        }
         if let Some(qp) = self.qp() {
-            match outcome {
-                Ok(true) => qp.tx_drained(self.id),
-                Ok(false) => {}
-                Err(()) => qp.end_connection_of(self.id, ConnectionEventKind::Broken, true),
+            for _ in 0..returned {
+                qp.tx_returned(self.id);
             }
         }
     }
@@ -1913,24 +1907,34 @@ impl Connection for ShmConn {
             && matches!(job.src, Src::Segs(_))
             && matches!(job.hdr.kind, Kind::Send | Kind::Write | Kind::ReadResponse)
             && self.peer_pulls.load(Ordering::Relaxed);
-        if lend {
-            let Ok(job) = job.lend() else {
+        // Only when the descriptor fits now (else the message is copied through the ring as
+        // it frees up): the engine goes on transmitting, and the message completes when the
+        // peer has consumed it (`settle`).
+        if lend && tx.ring.fits(&[16 * MAX_IOV, 0]) {
+            let Ok(mut job) = job.lend() else {
                 return TxOutcome::Failed(DtoStatus::LocalProtection);
             };
-            tx.job = Some(job);
-            self.lending.store(true, Ordering::SeqCst);
+            match job.push(&mut tx.ring) {
+                Ok(true) => {}
+                _ => return TxOutcome::Failed(DtoStatus::LocalProtection),
+            }
             tx.lent_seq += 1;
-            self.watch_lent(tx.lent_seq);
-            let r = self.drive(&mut tx);
+            let seq = tx.lent_seq;
+            let until = tx.ring.position();
+            let leases = job.lent.take().unwrap_or_default();
+            tx.lent.push_back(LentMsg {
+                seq,
+                until,
+                leases,
+            });
+            self.lending.store(true, Ordering::SeqCst);
+            // Marked waiting: the consumer rings once it has consumed it.
+            let _ = tx.ring.consumed(until);
+            tx.ring.publish();
             self.notify_peer(&tx);
-            return match r {
-                Ok(true) => TxOutcome::Sent,
-                Ok(false) => TxOutcome::Queued,
-                Err(()) => {
-                    self.abandon(&mut tx);
-                    TxOutcome::Failed(DtoStatus::LocalProtection)
-                }
-            };
+            drop(tx);
+            self.watch_lent(seq);
+            return TxOutcome::Lent;
         }
         // A Send or Write that fits is published only once the engine has queued its
         // completion (`sent_completed`): the peer cannot answer it (or end the connection

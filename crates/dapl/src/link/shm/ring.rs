@@ -250,6 +250,24 @@ impl Producer {
         Ok(true)
     }
 
+    /// True if records with these payload lengths fit in the ring now, one after the other
+    /// (pads to the end of the data area included). False also for garbage.
+    pub(crate) fn fits(&self, payloads: &[usize]) -> bool {
+        let Ok(free) = self.free() else {
+            return false;
+        };
+        let mut pos = self.tail;
+        for &p in payloads {
+            let len = record_len(p) as u64;
+            let to_end = self.cap as u64 - pos % self.cap as u64;
+            if len > to_end {
+                pos += to_end;
+            }
+            pos += len;
+        }
+        pos - self.tail <= free as u64
+    }
+
     /// The position after the last record pushed.
     pub(crate) fn position(&self) -> u64 {
         self.tail
