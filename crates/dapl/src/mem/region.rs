@@ -251,7 +251,8 @@ impl RegionMemory {
     /// Revokes the region: no access starts after this is called, and it returns once every
     /// access in flight has ended, after which nothing in the process reads or writes the
     /// memory through this region again. Accesses are short (a copy, or one non-blocking
-    /// socket call), so the wait is too. Idempotent.
+    /// socket call), so the wait is too, except for a [`Lease`], which its holder bounds (the
+    /// shm link: docs/architecture.md, "The shm link"). Idempotent.
     pub fn revoke(&self) {
         self.state.fetch_or(REVOKED, Ordering::AcqRel);
         let mut spins = 0u32;
