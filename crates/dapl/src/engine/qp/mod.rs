@@ -441,7 +441,9 @@ impl QpCore {
     /// ended): their WRs.
     fn take_lent(&mut self) -> impl Iterator<Item = SendWr> + use<> {
         self.lent_returned_early = 0;
-        std::mem::take(&mut self.lent).into_iter().filter_map(|l| l.wr)
+        std::mem::take(&mut self.lent)
+            .into_iter()
+            .filter_map(|l| l.wr)
     }
 }
 

@@ -347,7 +347,10 @@ impl Qp {
             while c.lent.front().is_some_and(|l| l.returned) {
                 done.extend(c.lent.pop_front().and_then(|l| l.wr));
             }
-            (done, c.lent.is_empty() && c.state == EpState::DisconnectPending)
+            (
+                done,
+                c.lent.is_empty() && c.state == EpState::DisconnectPending,
+            )
         };
         for wr in &done {
             self.complete_send(wr, DtoStatus::Success, wr.total);

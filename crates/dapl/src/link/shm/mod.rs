@@ -1922,11 +1922,7 @@ impl Connection for ShmConn {
             let seq = tx.lent_seq;
             let until = tx.ring.position();
             let leases = job.lent.take().unwrap_or_default();
-            tx.lent.push_back(LentMsg {
-                seq,
-                until,
-                leases,
-            });
+            tx.lent.push_back(LentMsg { seq, until, leases });
             self.lending.store(true, Ordering::SeqCst);
             // Marked waiting: the consumer rings once it has consumed it.
             let _ = tx.ring.consumed(until);
