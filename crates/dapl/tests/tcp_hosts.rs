@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use dapl::*;
-use dapl_testkit::kit::{listen_on, qual, Side};
+use dapl_testkit::kit::{listen_on, qual, Netns, Side};
 
 const SIZE: usize = 64 << 20;
 const T: Option<Duration> = Some(Duration::from_secs(60));
@@ -212,68 +212,8 @@ fn tcp_two_processes_move_64_mib_by_write_read_and_send() {
     run_pair(&[], &[], "127.0.0.1", "127.0.0.1");
 }
 
-/// Two network namespaces joined by a veth pair, created and removed here (needs root, as CI
-/// runs).
-struct Netns {
-    names: [String; 2],
-}
-
-impl Netns {
-    fn create() -> Netns {
-        let id = std::process::id() % 10_000;
-        let names = [format!("dapl-a-{id}"), format!("dapl-b-{id}")];
-        let veth = [format!("dva{id}"), format!("dvb{id}")];
-        let n = Netns { names };
-        let run = |args: &[&str]| {
-            let st = Command::new("ip").args(args).status().expect("run ip");
-            assert!(st.success(), "ip {args:?} failed (this test needs root)");
-        };
-        for ns in &n.names {
-            run(&["netns", "add", ns]);
-            run(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        run(&[
-            "link",
-            "add",
-            &veth[0],
-            "netns",
-            &n.names[0],
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &veth[1],
-            "netns",
-            &n.names[1],
-        ]);
-        for (i, (ns, v)) in n.names.iter().zip(&veth).enumerate() {
-            run(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("10.231.0.{}/24", i + 1),
-                "dev",
-                v,
-            ]);
-            run(&["-n", ns, "link", "set", v, "up"]);
-        }
-        n
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 #[test]
 fn tcp_two_hosts_in_network_namespaces_move_64_mib_by_write_read_and_send() {
     let n = Netns::create();
-    let a = ["ip", "netns", "exec", n.names[0].as_str()];
-    let b = ["ip", "netns", "exec", n.names[1].as_str()];
-    run_pair(&b, &a, "10.231.0.2", "10.231.0.1");
+    run_pair(&n.exec(1), &n.exec(0), Netns::addr(1), Netns::addr(0));
 }

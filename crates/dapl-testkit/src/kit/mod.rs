@@ -9,17 +9,20 @@
 //! - [`side`]: [`Side`] (an IA, PZ, EVDs and one endpoint) and [`Pair`] (two connected sides);
 //! - [`connect`](mod@connect): qualifiers, listening, connection events and [`connect()`], the
 //!   one connect/accept sequence;
-//! - [`wait`]: [`T`], [`eventually`] and [`expect_err`].
+//! - [`wait`]: [`T`], [`eventually`] and [`expect_err`];
+//! - [`netns`]: [`Netns`], two network namespaces as two hosts.
 //!
 //! A test file takes everything with `use dapl_testkit::kit::*;` (macros included).
 
 pub mod connect;
 pub mod links;
+pub mod netns;
 pub mod side;
 pub mod wait;
 
 pub use crate::{for_each_link, once, per_link, per_link_with};
 pub use connect::{connect, expect_conn, expect_cr, listen, listen_on, qual, End};
 pub use links::{caps, completes_at_peer, LINKS};
+pub use netns::Netns;
 pub use side::{Pair, Side};
 pub use wait::{eventually, expect_err, T};
