@@ -46,7 +46,8 @@ pub(crate) fn entry(name: &str) -> Option<&'static ProviderEntry> {
 /// `ia_params` of a dat.conf line -> a `dapl` IA name.
 ///
 /// Words: the link, then its address, then options. `tcp <ipv4> [crc]` is the iWARP/TCP link
-/// on that local address (`crc` asks peers for MPA CRC32c); `shm [<ipv4>]` the shared-memory
+/// on that local address (`crc` asks peers for MPA CRC32c; `dead_peer=<seconds>` bounds how
+/// long a silent peer keeps a connection, 30 s by default); `shm [<ipv4>]` the shared-memory
 /// link between processes of one host; `loopback [<ipv4>]` the in-process link. A bare IPv4
 /// address first means tcp.
 pub fn parse_ia_params(params: &str) -> Result<String, String> {
@@ -70,7 +71,19 @@ pub fn parse_ia_params(params: &str) -> Result<String, String> {
                     "crc" => name.push_str(",crc"),
                     // The reference provider's "<addr> <port offset>" form: no offset here.
                     "0" => {}
-                    _ => return Err(format!("unknown tcp option {o:?} (known: crc)")),
+                    o if o
+                        .strip_prefix("dead_peer=")
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .is_some_and(|v| (1..=86_400).contains(&v)) =>
+                    {
+                        name.push(',');
+                        name.push_str(o);
+                    }
+                    _ => {
+                        return Err(format!(
+                            "unknown tcp option {o:?} (known: crc, dead_peer=<1..86400 seconds>)"
+                        ))
+                    }
                 }
             }
             Ok(name)
@@ -314,6 +327,12 @@ mod tests {
             parse_ia_params("  tcp  10.0.0.2 crc ").unwrap(),
             "tcp:10.0.0.2,crc"
         );
+        assert_eq!(
+            parse_ia_params("tcp 10.0.0.2 dead_peer=5 crc").unwrap(),
+            "tcp:10.0.0.2,dead_peer=5,crc"
+        );
+        assert!(parse_ia_params("tcp 10.0.0.2 dead_peer=0").is_err());
+        assert!(parse_ia_params("tcp 10.0.0.2 dead_peer=x").is_err());
         assert_eq!(parse_ia_params("127.0.0.1 0").unwrap(), "tcp:127.0.0.1");
         assert_eq!(parse_ia_params("loopback").unwrap(), "loopback");
         assert_eq!(parse_ia_params("shm 127.0.0.1").unwrap(), "shm:127.0.0.1");

@@ -61,6 +61,12 @@ pub struct IaAttr {
     pub max_recv_per_srq: usize,
     /// Most private data bytes in connect, accept and reject.
     pub max_private_data_size: usize,
+    /// A connection whose peer goes silent (a network that drops everything, a vanished host,
+    /// a peer that stops reading) breaks within this bound: its outstanding DTOs flush and
+    /// the endpoint reports BROKEN. tcp: 30 s unless the IA name sets `dead_peer=<seconds>`
+    /// (`"tcp:10.0.0.1,dead_peer=5"`; dat.conf: `"tcp 10.0.0.1 dead_peer=5"`). None where a
+    /// peer cannot go silent unnoticed (loopback, shm).
+    pub dead_peer_timeout: Option<std::time::Duration>,
 }
 
 pub use crate::types::MAX_IOV;
@@ -86,6 +92,7 @@ impl IaAttr {
             max_srqs: 4096,
             max_recv_per_srq: 1 << 16,
             max_private_data_size: caps.max_private_data,
+            dead_peer_timeout: caps.dead_peer_bound,
         }
     }
 }
@@ -265,7 +272,7 @@ fn tcp_link(name: &str, rest: &str) -> Result<(Arc<link::tcp::TcpLink>, IaAddres
             Subtype::NameNotRegistered,
             "ia_open",
             obj,
-            format!("no IA named {name:?} (tcp IAs are \"tcp:<ipv4>\" or \"tcp:<ipv4>,crc\")"),
+            format!("no IA named {name:?} (tcp IAs are \"tcp:<ipv4>\" with options \",crc\", \",dead_peer=<seconds>\")"),
         );
     };
     match link::tcp::TcpLink::start(ip, opts) {
@@ -312,8 +319,9 @@ impl InterfaceAdapter {
     ///   sockets on one IP.
     ///
     /// - `"tcp"` (127.0.0.1) or `"tcp:<ipv4>"`: the iWARP-over-TCP link on that local
-    ///   address; `"tcp:<ipv4>,crc"` also asks peers for MPA CRC32c. Each tcp IA runs one
-    ///   progress thread.
+    ///   address; `"tcp:<ipv4>,crc"` also asks peers for MPA CRC32c, and
+    ///   `",dead_peer=<seconds>"` sets how long a silent peer keeps a connection (30 s by
+    ///   default: [`IaAttr::dead_peer_timeout`]). Each tcp IA runs one progress thread.
     ///
     /// - `"shm"` (127.0.0.1) or `"shm:<ipv4>"`: the shared-memory link between processes of
     ///   one host (rings in shared memory; the address names the rendezvous only). Each shm
@@ -361,7 +369,7 @@ impl InterfaceAdapter {
                     obj,
                     format!(
                         "no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\", \
-                         \"tcp\", \"tcp:<ipv4>[,crc]\", \"shm\", \"shm:<ipv4>\")"
+                         \"tcp\", \"tcp:<ipv4>[,crc][,dead_peer=<seconds>]\", \"shm\", \"shm:<ipv4>\")"
                     ),
                 )
             }

@@ -69,6 +69,13 @@ fn text(name: &str, ia: &InterfaceAdapter) -> Result<String> {
         ("max_srqs", a.max_srqs.to_string()),
         ("max_recv_per_srq", a.max_recv_per_srq.to_string()),
         ("max_private_data_size", a.max_private_data_size.to_string()),
+        (
+            "dead_peer_timeout",
+            match a.dead_peer_timeout {
+                Some(d) => format!("{} s", d.as_secs()),
+                None => "none (a dead peer is seen at once; loopback, shm)".to_string(),
+            },
+        ),
     ];
     let mut out = format!("ia_name:\t\t\t{name}\n");
     for (k, v) in rows {

@@ -140,6 +140,10 @@ pub struct LinkCaps {
     /// Whether peer processes can copy large messages straight out of this process's
     /// registered memory (the shm link's single copy by cross-memory attach).
     pub cross_memory_attach: CrossMemoryAttach,
+    /// How long a connection whose peer went silent (no acknowledgement, no keepalive answer)
+    /// lasts before it breaks; None where a peer cannot go silent unnoticed (loopback: one
+    /// process; shm: a dead peer hangs its socket up at once, a stopped one is not dead).
+    pub dead_peer_bound: Option<std::time::Duration>,
 }
 
 /// Cross-memory attach (`process_vm_readv`) on this link, as this process finds it now. It is

@@ -57,6 +57,7 @@ impl Link for Loopback {
             max_iov: MAX_IOV,
             max_private_data: crate::engine::port::MAX_PRIVATE_DATA,
             cross_memory_attach: CrossMemoryAttach::NotUsed,
+            dead_peer_bound: None,
         }
     }
 

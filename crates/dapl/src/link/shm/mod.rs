@@ -807,6 +807,7 @@ impl Link for ShmLink {
             max_iov: MAX_IOV,
             max_private_data: MAX_PRIVATE_DATA,
             cross_memory_attach: cross_memory_attach(),
+            dead_peer_bound: None,
         }
     }
 

@@ -55,6 +55,31 @@ const TICK_MS: i32 = 20;
 pub(crate) struct TcpOptions {
     /// Ask for MPA CRC32c as initiator and require it as responder.
     pub(crate) crc: bool,
+    /// A connection whose peer stops acknowledging (a silent network, a stopped or vanished
+    /// host, a peer that stops reading) breaks within this bound (`dead_peer=<seconds>`).
+    pub(crate) dead_peer: Duration,
+}
+
+/// The dead-peer bound of a tcp IA unless its name sets one: long enough for a loaded host or
+/// a congested network to catch up, short enough that posted work does not wait for ever (the
+/// kernel's own defaults are about 15 minutes with data outstanding and 2 hours idle).
+pub const DEFAULT_DEAD_PEER: Duration = Duration::from_secs(30);
+
+/// Bounds how long `sock` waits for a silent peer, with the kernel's own mechanisms: data
+/// unacknowledged (or a zero window) for `bound` closes it (`TCP_USER_TIMEOUT`, ETIMEDOUT),
+/// and an idle connection sends keepalive probes from `bound / 2` on, which the same timeout
+/// ends, so a dead peer is found within `bound` plus at most a probe interval either way.
+pub(crate) fn bound_dead_peer(sock: &socket2::Socket, bound: Duration) -> io::Result<()> {
+    let secs = bound.as_secs().max(2);
+    let idle = Duration::from_secs(secs / 2);
+    let interval = Duration::from_secs((secs / 4).max(1));
+    sock.set_tcp_user_timeout(Some(bound))?;
+    sock.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new()
+            .with_time(idle)
+            .with_interval(interval)
+            .with_retries(3),
+    )
 }
 
 #[derive(Clone)]
@@ -398,6 +423,7 @@ impl Link for TcpLink {
             max_iov: MAX_IOV,
             max_private_data: crate::engine::port::MAX_PRIVATE_DATA,
             cross_memory_attach: CrossMemoryAttach::NotUsed,
+            dead_peer_bound: Some(self.shared.opts.dead_peer),
         }
     }
 
@@ -630,12 +656,21 @@ fn accept_all(shared: &Arc<Shared>, l: &Listener) {
 pub(crate) fn parse_name(rest: &str) -> Option<(Ipv4Addr, TcpOptions)> {
     let mut parts = rest.split(',');
     let ip: Ipv4Addr = parts.next()?.trim().parse().ok()?;
-    let mut opts = TcpOptions { crc: false };
+    let mut opts = TcpOptions {
+        crc: false,
+        dead_peer: DEFAULT_DEAD_PEER,
+    };
     for p in parts {
         match p.trim() {
             "crc" => opts.crc = true,
             "nocrc" => opts.crc = false,
-            _ => return None,
+            p => {
+                let secs: u64 = p.strip_prefix("dead_peer=")?.parse().ok()?;
+                if !(1..=86_400).contains(&secs) {
+                    return None;
+                }
+                opts.dead_peer = Duration::from_secs(secs);
+            }
         }
     }
     Some((ip, opts))

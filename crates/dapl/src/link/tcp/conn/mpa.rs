@@ -97,6 +97,7 @@ impl TcpConn {
         let sock = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None)?;
         sock.set_nonblocking(true)?;
         sock.set_nodelay(true)?;
+        super::super::bound_dead_peer(&sock, shared.opts.dead_peer)?;
         sock.bind(&SocketAddr::new(IpAddr::V4(shared.local_ip), 0).into())?;
         match sock.connect(&target.into()) {
             Ok(()) => {}
@@ -115,7 +116,10 @@ impl TcpConn {
         sp: Weak<dyn Listener>,
     ) {
         let sock = Socket::from(stream);
-        if sock.set_nonblocking(true).is_err() || sock.set_nodelay(true).is_err() {
+        if sock.set_nonblocking(true).is_err()
+            || sock.set_nodelay(true).is_err()
+            || super::super::bound_dead_peer(&sock, shared.opts.dead_peer).is_err()
+        {
             return;
         }
         let resp = MpaResponder::new(ResponderConfig {
