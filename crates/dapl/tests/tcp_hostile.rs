@@ -1,6 +1,7 @@
 //! A hostile peer on raw TCP, speaking iWARP through the sans-IO codec, against a dapl-rs tcp
 //! endpoint: each bad frame gets the right Terminate and a close, the endpoint ends BROKEN with
-//! its receive flushed, and no byte of registered memory changes.
+//! its receive flushed, and no byte of registered memory changes. A peer that resets the
+//! connection or half-closes it with work outstanding: every DTO flushed once, the IA serves on.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -457,4 +458,111 @@ fn large_write_arriving_in_pieces_is_placed_exactly_and_the_stream_stays_in_step
     );
     assert_eq!(t.ep.state(), EpState::Connected);
     t.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+/// The raw peer ends the connection without a word (`end`: a reset, a half-close) while the
+/// target has a receive and an RDMA Read outstanding: each completes exactly once (FLUSHED),
+/// the endpoint ends as `want`, no registered byte changes, and the IA serves a new connection.
+fn peer_ends_without_a_word(
+    end: impl FnOnce(TcpStream) -> Option<TcpStream>,
+    want: ConnectionEventKind,
+) {
+    let (t, mut s, enc, mut dec) = setup(false, qual());
+    let before = snapshot(&t);
+    // The responder sends nothing before the initiator's first FPDU (RFC 5044): a one-byte
+    // RDMA Write of the byte already there.
+    let first = seg(
+        &enc,
+        Segment::Write {
+            last: true,
+            stag: t.writable.0,
+            to: t.writable.1,
+            payload: &[0x5A],
+        },
+    );
+    s.write_all(&first).unwrap();
+    let sink = t.lmrs[3].triplet(0, 64);
+    let remote = RmrTriplet::new(0x1234, 0, 64);
+    t.ep.post_rdma_read(&[sink], 2, &remote, CompletionFlags::empty())
+        .unwrap();
+    // The Read Request is on the wire: the read is outstanding.
+    let mut buf = [0u8; 4096];
+    'request: loop {
+        while let Some(u) = dec.next_ulpdu().unwrap() {
+            if let Segment::ReadRequest { .. } = Segment::parse(u).unwrap() {
+                break 'request;
+            }
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the Read Request");
+        dec.feed(&buf[..n]);
+    }
+    let _kept = end(s);
+    let (ev, _) = t.conn.wait(T, 1).unwrap().expect("the connection ends");
+    assert_eq!(ev.as_connection().unwrap().kind, want);
+    let mut cookies: Vec<u64> = (0..2)
+        .map(|_| {
+            let (ev, _) = t.recv.wait(T, 1).unwrap().expect("every DTO completes");
+            let d = ev.as_dto().unwrap();
+            assert_eq!(d.status, DtoStatus::Flushed, "cookie {}", d.cookie.0);
+            d.cookie.0
+        })
+        .collect();
+    cookies.sort_unstable();
+    assert_eq!(cookies, [1, 2]);
+    assert!(t.recv.dequeue().unwrap().is_none(), "each once");
+    assert!(snapshot(&t) == before, "registered memory changed");
+    // The IA serves on: a dapl-rs endpoint connects to a new service point of it.
+    let q = qual();
+    let cr_evd = t.ia.evd_create(4, None, EvdFlags::CR).unwrap();
+    let _psp = t.ia.psp_create(q, &cr_evd, PspFlags::Consumer).unwrap();
+    let other = dapl_testkit::kit::Side::new("tcp", None);
+    other
+        .ep
+        .connect(std::net::Ipv4Addr::LOCALHOST, q, T, b"")
+        .unwrap();
+    t.ep.reset().unwrap();
+    let (ev, _) = cr_evd.wait(T, 1).unwrap().expect("a connection request");
+    ev.as_cr_arrival()
+        .unwrap()
+        .cr
+        .accept(Some(&t.ep), b"")
+        .unwrap();
+    other.expect_conn(ConnectionEventKind::Established);
+    let (ev, _) = t.conn.wait(T, 1).unwrap().expect("established");
+    assert_eq!(
+        ev.as_connection().unwrap().kind,
+        ConnectionEventKind::Established
+    );
+    other.close();
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+#[test]
+fn a_peer_that_resets_the_connection_breaks_it_and_flushes_every_dto_once() {
+    peer_ends_without_a_word(
+        |s| {
+            // SO_LINGER 0: the close sends a RST.
+            socket2::SockRef::from(&s)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(s);
+            None
+        },
+        ConnectionEventKind::Broken,
+    );
+}
+
+/// A FIN with no Terminate before it is the peer's orderly close (as siw reports a TCP close:
+/// the iWARP CM's CLOSE, which uDAPL reports as DISCONNECTED); what it left outstanding here
+/// can never complete and is flushed.
+#[test]
+fn a_peer_that_half_closes_without_a_terminate_ends_it_disconnected_and_flushes_every_dto_once() {
+    peer_ends_without_a_word(
+        |s| {
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            Some(s) // still open for reading
+        },
+        ConnectionEventKind::Disconnected,
+    );
 }
