@@ -134,6 +134,9 @@ for a in "-i 10000 -t 1 -w 1 client SR 256 server SR 256" \
     "-i 10000 -t 4 -w 8 $DT_REGRESS_OPS"; do
     add_check "dapltest -T T $a" "dt-client T" "$a"
 done
+# Many threads with data validation (-V): 8 threads of 8 endpoints each, more threads than this
+# machine has cores (the reliability issue's thread check).
+add_check "dapltest -T T -V -i 2000 -t 8 -w 8 $DT_REGRESS_OPS" "dt-client T" "-V -i 2000 -t 8 -w 8 $DT_REGRESS_OPS"
 # Upstream test/dapltest/scripts/cl.sh: "conn", then its "regression" list in its order
 # (trans perf threads threadsm transm transt transme transmet transmete rdma-write rdma-read
 # bw latb latp).
