@@ -49,6 +49,8 @@ check "tsan mem" tsan --lib mem::
 check "tsan conformance_polling" tsan --test conformance_polling
 # Counted handles: last drops racing in several threads (an EVD and the endpoint using it).
 check "tsan raii" tsan --test raii
+# Many threads posting and taking completions from shared EVDs and a CNO, every link.
+check "tsan threads" tsan --test threads
 
 # AddressSanitizer: the memory a test lends (heap buffers) is freed right after the LMR's free;
 # any access by the provider after it is a use after free. (tcp_revocation.rs also unmaps.)

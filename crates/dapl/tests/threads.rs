@@ -1,0 +1,191 @@
+//! Many threads at once, on every link: threads posting to one endpoint and to several, while
+//! other threads take completions from the same request EVD (one in `evd_wait`, as DAT allows
+//! one waiter, two in `evd_dequeue` loops) and from the same receive EVD (one in `evd_wait`,
+//! one through its CNO: `cno_wait`, then `evd_dequeue`). Every Send completes exactly once, every
+//! message arrives exactly once with its bytes, and nothing is left over. (ThreadSanitizer runs
+//! this file in `scripts/sanitizers.sh`.)
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use dapl::*;
+use dapl_testkit::kit::*;
+
+const POSTERS: u64 = 4;
+const PER_POSTER: u64 = 150;
+const TOTAL: u64 = POSTERS * PER_POSTER;
+const MSG: u64 = 16;
+const SHORT: Option<Duration> = Some(Duration::from_millis(50));
+
+/// The message of the Send with cookie `cookie`: the cookie, then a byte pattern of it.
+fn message(cookie: u64) -> [u8; MSG as usize] {
+    let mut m = [0u8; MSG as usize];
+    m[..8].copy_from_slice(&cookie.to_le_bytes());
+    for (k, b) in m[8..].iter_mut().enumerate() {
+        *b = (cookie as u8).wrapping_mul(31).wrapping_add(k as u8);
+    }
+    m
+}
+
+/// `eps` endpoint pairs between two IAs of `link`; the a-side endpoints share `a`'s request
+/// EVD, the b-side ones `b`'s receive EVD, which is attached to a CNO. Posters on a (`POSTERS`
+/// threads, poster `t` on endpoint `t % eps`) send `TOTAL` messages; three threads wait on a's
+/// request EVD (one waits, two dequeue); on b one thread waits on the receive EVD and one on
+/// the CNO.
+fn run(link: &str, eps: usize) {
+    let attr = EpAttr {
+        max_recv_dtos: TOTAL as usize,
+        max_request_dtos: TOTAL as usize,
+        ..EpAttr::default()
+    };
+    let a = Side::with_qlen(link, Some(&attr), 2 * TOTAL as usize);
+    let b = Side::with_qlen(link, Some(&attr), 2 * TOTAL as usize);
+    let cno = b.ia.cno_create().unwrap();
+    b.recv_evd.modify_cno(Some(&cno)).unwrap();
+    let mut pairs = vec![(a.ep.clone(), b.ep.clone())];
+    for _ in 1..eps {
+        let build = |s: &Side| {
+            s.ia.endpoint(&s.pz)
+                .recv_evd(&s.recv_evd)
+                .request_evd(&s.req_evd)
+                .connect_evd(&s.conn_evd)
+                .attr(attr.clone())
+                .build()
+                .unwrap()
+        };
+        pairs.push((build(&a), build(&b)));
+    }
+    // Receives first (as many as messages, spread over the b-side endpoints), then connect.
+    let inbox = b.lmr((TOTAL * MSG) as usize);
+    for k in 0..TOTAL {
+        let (_, ep) = &pairs[(k % POSTERS) as usize % eps];
+        ep.post_recv(&[inbox.triplet(k * MSG, MSG)], k, CompletionFlags::empty())
+            .unwrap();
+    }
+    let mut psps = Vec::new();
+    for (ea, eb) in &pairs {
+        psps.push(connect(
+            End {
+                ep: ea,
+                conn_evd: &a.conn_evd,
+            },
+            &b.ia,
+            End {
+                ep: eb,
+                conn_evd: &b.conn_evd,
+            },
+            b"",
+            b"",
+        ));
+    }
+    let src = a.lmr((TOTAL * MSG) as usize);
+    for c in 0..TOTAL {
+        src.write((c * MSG) as usize, &message(c)).unwrap();
+    }
+    let sent = Mutex::new(HashSet::new());
+    let sent_n = AtomicUsize::new(0);
+    let got = Mutex::new(HashSet::new());
+    let got_n = AtomicUsize::new(0);
+    let record = |set: &Mutex<HashSet<u64>>, n: &AtomicUsize, d: &DtoCompletion| {
+        assert_eq!(d.status, DtoStatus::Success, "cookie {}", d.cookie.0);
+        assert!(
+            set.lock().unwrap().insert(d.cookie.0),
+            "cookie {} completed twice",
+            d.cookie.0
+        );
+        n.fetch_add(1, Ordering::SeqCst);
+    };
+    let all = TOTAL as usize;
+    std::thread::scope(|s| {
+        for t in 0..POSTERS {
+            let (ep, _) = &pairs[t as usize % eps];
+            let src = &src;
+            s.spawn(move || {
+                for i in 0..PER_POSTER {
+                    let c = t * PER_POSTER + i;
+                    ep.post_send(&[src.triplet(c * MSG, MSG)], c, CompletionFlags::empty())
+                        .unwrap();
+                }
+            });
+        }
+        // One thread may wait on an EVD at a time (DAT: INVALID_STATE_EVD_WAITER); two more
+        // dequeue from it meanwhile.
+        s.spawn(|| {
+            while sent_n.load(Ordering::SeqCst) < all {
+                if let Some((ev, _)) = a.req_evd.wait(SHORT, 1).unwrap() {
+                    record(&sent, &sent_n, ev.as_dto().unwrap());
+                }
+            }
+        });
+        for _ in 0..2 {
+            s.spawn(|| {
+                while sent_n.load(Ordering::SeqCst) < all {
+                    match a.req_evd.dequeue().unwrap() {
+                        Some(ev) => record(&sent, &sent_n, ev.as_dto().unwrap()),
+                        None => std::thread::yield_now(),
+                    }
+                }
+            });
+        }
+        s.spawn(|| {
+            while got_n.load(Ordering::SeqCst) < all {
+                if let Some((ev, _)) = b.recv_evd.wait(SHORT, 1).unwrap() {
+                    record(&got, &got_n, ev.as_dto().unwrap());
+                }
+            }
+        });
+        s.spawn(|| {
+            while got_n.load(Ordering::SeqCst) < all {
+                let Some(evd) = cno.wait(SHORT).unwrap() else {
+                    continue;
+                };
+                while let Some(ev) = evd.dequeue().unwrap() {
+                    record(&got, &got_n, ev.as_dto().unwrap());
+                }
+            }
+        });
+        // A bound on the whole: a lost completion fails here rather than hanging.
+        s.spawn(|| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while sent_n.load(Ordering::SeqCst) < all || got_n.load(Ordering::SeqCst) < all {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "completions missing: {} sends, {} receives of {all}",
+                    sent_n.load(Ordering::SeqCst),
+                    got_n.load(Ordering::SeqCst)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+    });
+    assert_eq!(sent.lock().unwrap().len(), all);
+    assert_eq!(got.lock().unwrap().len(), all);
+    assert!(a.req_evd.dequeue().unwrap().is_none(), "nothing more");
+    assert!(b.recv_evd.dequeue().unwrap().is_none(), "nothing more");
+    // Every message landed whole in some receive buffer, each exactly once.
+    let bytes = inbox.to_vec(0, (TOTAL * MSG) as usize).unwrap();
+    let mut seen = HashSet::new();
+    for chunk in bytes.chunks(MSG as usize) {
+        let c = u64::from_le_bytes(chunk[..8].try_into().unwrap());
+        assert_eq!(chunk, message(c), "message {c}");
+        assert!(seen.insert(c), "message {c} twice");
+    }
+    assert_eq!(seen.len(), all);
+    b.recv_evd.modify_cno(None).unwrap();
+    drop(psps);
+    drop(pairs);
+    a.close();
+    b.close();
+}
+
+per_link!(
+    many_threads_posting_to_one_endpoint_and_waiting_on_one_evd_and_cno_account_for_every_completion,
+    |link| run(link, 1)
+);
+
+per_link!(
+    many_threads_posting_to_several_endpoints_sharing_evds_account_for_every_completion,
+    |link| run(link, 4)
+);
