@@ -16,7 +16,7 @@ pub(crate) fn timeout(t: DAT_TIMEOUT) -> Option<Duration> {
     (t != DAT_TIMEOUT_INFINITE).then(|| Duration::from_micros(t as u64))
 }
 
-fn cno_arg(p: DAT_CNO_HANDLE) -> Result<Option<(&'static Handle, dapl::Cno)>, DAT_RETURN> {
+fn cno_arg(p: DAT_CNO_HANDLE) -> Result<Option<(Handle, dapl::Cno)>, DAT_RETURN> {
     if p.is_null() {
         Ok(None)
     } else {

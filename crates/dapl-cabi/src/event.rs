@@ -40,7 +40,7 @@ fn ib_ext_type(op: dapl::DtoOp) -> Option<DAT_IB_EXT_TYPE> {
 }
 
 /// Converts `ev`, dequeued from the EVD whose handle is `evd`, for the consumer.
-pub(crate) fn to_c(evd: &'static Handle, ev: Event) -> DAT_EVENT {
+pub(crate) fn to_c(evd: Handle, ev: Event) -> DAT_EVENT {
     let mut out: DAT_EVENT = crate::cptr::zeroed();
     out.event_number = ev.number() as DAT_EVENT_NUMBER;
     out.evd_handle = evd.as_ptr();

@@ -1,17 +1,21 @@
 //! C handles: what libdat2 and the consumer hold for each DAT object.
 //!
-//! libdat2 dispatches on `*(DAT_PROVIDER **)handle`, so every handle points at a [`Handle`]
-//! whose first word is the provider. Handles are leaked, never returned to the allocator: a
-//! freed object becomes a tombstone (provider pointer kept, object gone), so a stale handle
-//! that libdat2 dereferences before calling us still reads valid memory, and we answer
-//! `DAT_INVALID_HANDLE`. Every handle pointer we receive is first looked up in [`LIVE`], the
-//! set of every handle ever made; anything else (a small-integer IA index, garbage) is never
-//! dereferenced.
+//! libdat2 dispatches on `*(DAT_PROVIDER **)handle`, so every handle value points at a word that
+//! holds the provider pointer, even once its object is freed: a stale handle that libdat2
+//! dereferences before calling us still reads valid memory, and we answer `DAT_INVALID_HANDLE`.
+//! Handles live in [`Slot`]s, which are never returned to the allocator but are reused for new
+//! objects: a slot has `STUBS` such words and its handle value is the address of word
+//! `generation % STUBS`, so the value of a freed object's handle is not the value of the next
+//! objects in that slot; a freed slot waits behind `QUARANTINE` others before its reuse. So a
+//! C program that makes and frees objects for days keeps a bounded number of slots, and a stale
+//! handle is recognised as such unless it outlived `STUBS * QUARANTINE` frees. Every handle
+//! value we receive is looked up by address in the slot table ([`Handle::from_ptr`]): anything
+//! else (a small-integer IA index, garbage) is never dereferenced.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use dapl::{
@@ -81,17 +85,17 @@ pub(crate) struct IaC {
     /// `ia_attr.ia_address_ptr` points here (stable while the IA lives).
     pub(crate) address: Box<SockAddr>,
     /// Every handle created under this IA, tombstoned when the IA closes.
-    pub(crate) children: Mutex<Vec<&'static Handle>>,
+    pub(crate) children: Mutex<Vec<Handle>>,
 }
 
 /// An endpoint as the C side sees it.
 pub(crate) struct EpC {
     pub(crate) ep: Endpoint,
-    pub(crate) pz: &'static Handle,
-    pub(crate) recv_evd: Option<&'static Handle>,
-    pub(crate) request_evd: Option<&'static Handle>,
-    pub(crate) connect_evd: Option<&'static Handle>,
-    pub(crate) srq: Option<&'static Handle>,
+    pub(crate) pz: Handle,
+    pub(crate) recv_evd: Option<Handle>,
+    pub(crate) request_evd: Option<Handle>,
+    pub(crate) connect_evd: Option<Handle>,
+    pub(crate) srq: Option<Handle>,
     /// Private data of the last connection event, valid until the next one or the EP's free.
     pub(crate) event_pdata: Mutex<Vec<Box<[u8]>>>,
     /// `ep_query`'s remote address pointer points into here: one box per distinct peer the
@@ -104,7 +108,7 @@ pub(crate) struct EpC {
 /// An LMR and what it was created with (for `lmr_query`).
 pub(crate) struct LmrC {
     pub(crate) lmr: Lmr,
-    pub(crate) pz: &'static Handle,
+    pub(crate) pz: Handle,
     pub(crate) mem_type: DAT_MEM_TYPE,
     pub(crate) privileges: DAT_MEM_PRIV_FLAGS,
     pub(crate) va_type: DAT_VA_TYPE,
@@ -123,40 +127,74 @@ pub(crate) enum Obj {
     Ia(Arc<IaC>),
     Ep(Arc<EpC>),
     Lmr(Arc<LmrC>),
-    Rmr(Rmr, &'static Handle),
+    Rmr(Rmr, Handle),
     Pz(Pz),
-    Psp(ServicePoint, &'static Handle, DAT_PSP_FLAGS),
-    Rsp(ServicePoint, &'static Handle, &'static Handle),
+    Psp(ServicePoint, Handle, DAT_PSP_FLAGS),
+    Rsp(ServicePoint, Handle, Handle),
     Evd(Evd),
     Cr(Arc<CrC>),
     Cno(Cno),
-    Srq(Srq, &'static Handle),
+    Srq(Srq, Handle),
 }
 
-/// What every DAT handle points at.
-#[repr(C)]
-pub(crate) struct Handle {
-    /// First word: libdat2's `DAT_HANDLE_TO_PROVIDER`.
+/// How many handle values one slot has: a slot's handle is the address of stub
+/// `generation % STUBS`, so a handle of a freed object stays invalid while its slot is reused
+/// up to `STUBS - 1` more times.
+const STUBS: usize = 8;
+/// Freed slots wait in a queue this long before one is reused: a stale handle is taken for a
+/// live one only after `STUBS * QUARANTINE` frees at the least.
+const QUARANTINE: usize = 1024;
+
+/// The words a handle value points at: each holds the provider pointer, as libdat2 reads
+/// `*(DAT_PROVIDER **)handle` before it calls us, even for a stale handle.
+#[repr(C, align(64))]
+struct Stubs([AtomicPtr<DAT_PROVIDER>; STUBS]);
+
+/// What a slot holds for its current object.
+struct SlotState {
+    generation: u64,
+    kind: Kind,
     provider: *const DAT_PROVIDER,
-    pub(crate) kind: Kind,
-    /// The IA this object belongs to (the IA itself for an IA handle).
-    pub(crate) ia: *const Handle,
-    /// `dat_set_consumer_context`.
-    pub(crate) context: AtomicU64,
+    /// The IA this object belongs to (None for an IA).
+    ia: Option<Handle>,
     /// `None` once freed.
-    obj: RwLock<Option<Obj>>,
+    obj: Option<Obj>,
 }
 
-// SAFETY: the raw pointers are to leaked, never-freed memory (the provider entry and other
-// handles) that is only read; everything mutable is behind atomics or locks.
-unsafe impl Send for Handle {}
-// SAFETY: as above.
-unsafe impl Sync for Handle {}
+/// One handle slot, never returned to the allocator and reused for a new object once freed
+/// (after `QUARANTINE`).
+pub(crate) struct Slot {
+    stubs: Stubs,
+    state: RwLock<SlotState>,
+    /// `dat_set_consumer_context` (reset on reuse).
+    context: AtomicU64,
+}
 
-/// Addresses of every handle ever made (tombstones included).
-static LIVE: RwLock<Option<HashSet<usize>>> = RwLock::new(None);
+// SAFETY: the raw pointer is to a leaked, never-freed provider entry that is only read;
+// everything mutable is behind atomics or locks.
+unsafe impl Send for Slot {}
+// SAFETY: as above.
+unsafe impl Sync for Slot {}
+
+/// A DAT handle as this library holds it: a slot and the generation of the object it names.
+/// Its C value ([`as_ptr`](Handle::as_ptr)) is the address of one of the slot's stubs.
+#[derive(Clone, Copy)]
+pub(crate) struct Handle {
+    slot: &'static Slot,
+    generation: u64,
+    pub(crate) kind: Kind,
+}
+
+/// The slots: by the address of their stubs (every value a handle can have is inside one), and
+/// the freed ones in the order they were freed.
+struct Slots {
+    by_addr: HashMap<usize, &'static Slot>,
+    free: std::collections::VecDeque<&'static Slot>,
+}
+
+static SLOTS: Mutex<Option<Slots>> = Mutex::new(None);
 /// Rust object id -> its handle, for objects that events name (EP, EVD, SRQ, RMR, PSP, RSP).
-static BY_ID: RwLock<Option<HashMap<u64, &'static Handle>>> = RwLock::new(None);
+static BY_ID: RwLock<Option<HashMap<u64, Handle>>> = RwLock::new(None);
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|p| p.into_inner())
@@ -166,88 +204,179 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
+fn slots() -> std::sync::MutexGuard<'static, Option<Slots>> {
+    SLOTS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Handle {
-    /// Makes a handle for `obj` under the IA handle `ia` (None: this is the IA).
-    pub(crate) fn create(
-        provider: *const DAT_PROVIDER,
-        ia: Option<&'static Handle>,
-        obj: Obj,
-    ) -> &'static Handle {
+    /// Makes a handle for `obj` under the IA handle `ia` (None: this is the IA), in a freed
+    /// slot past its quarantine or a new one.
+    pub(crate) fn create(provider: *const DAT_PROVIDER, ia: Option<Handle>, obj: Obj) -> Handle {
         let id = obj_id(&obj);
-        let h: &'static Handle = Box::leak(Box::new(Handle {
-            provider,
-            kind: obj.kind(),
-            ia: ia.map_or(std::ptr::null(), |h| h as *const Handle),
-            context: AtomicU64::new(0),
-            obj: RwLock::new(Some(obj)),
-        }));
-        let addr = h as *const Handle as usize;
-        write(&LIVE).get_or_insert_with(HashSet::new).insert(addr);
+        let kind = obj.kind();
+        let reused = {
+            let mut g = slots();
+            let s = g.get_or_insert_with(|| Slots {
+                by_addr: HashMap::new(),
+                free: std::collections::VecDeque::new(),
+            });
+            if s.free.len() > QUARANTINE {
+                s.free.pop_front()
+            } else {
+                None
+            }
+        };
+        let slot: &'static Slot = match reused {
+            Some(slot) => slot,
+            None => {
+                let slot: &'static Slot = Box::leak(Box::new(Slot {
+                    stubs: Stubs(std::array::from_fn(
+                        |_| AtomicPtr::new(std::ptr::null_mut()),
+                    )),
+                    state: RwLock::new(SlotState {
+                        generation: 0,
+                        kind,
+                        provider,
+                        ia: None,
+                        obj: None,
+                    }),
+                    context: AtomicU64::new(0),
+                }));
+                let addr = slot.stubs.0.as_ptr() as usize;
+                if let Some(s) = slots().as_mut() {
+                    s.by_addr.insert(addr, slot);
+                }
+                slot
+            }
+        };
+        for w in &slot.stubs.0 {
+            w.store(provider.cast_mut(), Ordering::Release);
+        }
+        slot.context.store(0, Ordering::Relaxed);
+        let generation = {
+            let mut st = write(&slot.state);
+            st.generation += 1;
+            st.kind = kind;
+            st.provider = provider;
+            st.ia = ia;
+            st.obj = Some(obj);
+            st.generation
+        };
+        let h = Handle {
+            slot,
+            generation,
+            kind,
+        };
         if let Some(id) = id {
             write(&BY_ID).get_or_insert_with(HashMap::new).insert(id, h);
         }
         if let Some(ia) = ia {
             if let Some(Obj::Ia(iac)) = ia.obj() {
-                iac.children
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(h);
+                let mut c = iac.children.lock().unwrap_or_else(|p| p.into_inner());
+                // Freed children go when the list has doubled since they were last dropped:
+                // an IA that makes and frees objects for days keeps only its live ones.
+                if c.len() >= 64 && c.len().is_power_of_two() {
+                    c.retain(|h| h.obj().is_some());
+                }
+                c.push(h);
             }
         }
         h
     }
 
     /// The provider this handle dispatches to.
-    pub(crate) fn provider(&self) -> *const DAT_PROVIDER {
-        self.provider
+    pub(crate) fn provider(self) -> *const DAT_PROVIDER {
+        read(&self.slot.state).provider
     }
 
-    /// The handle value given to C.
-    pub(crate) fn as_ptr(&'static self) -> DAT_HANDLE {
-        self as *const Handle as DAT_HANDLE
+    /// The handle value given to C: the stub of this generation.
+    pub(crate) fn as_ptr(self) -> DAT_HANDLE {
+        (&self.slot.stubs.0[(self.generation % STUBS as u64) as usize] as *const AtomicPtr<_>)
+            .cast_mut()
+            .cast()
     }
 
-    /// Looks a C handle up: `Some` only for a pointer this library made (live or tombstone).
-    pub(crate) fn from_ptr(p: *const c_void) -> Option<&'static Handle> {
-        if p.is_null() || !read(&LIVE).as_ref()?.contains(&(p as usize)) {
+    /// Looks a C handle up: `Some` only for the current value of a slot this library made
+    /// (its object live or freed since); anything else (a stale value of a reused slot, a
+    /// small-integer IA index, garbage) is `None` and is never dereferenced.
+    pub(crate) fn from_ptr(p: *const c_void) -> Option<Handle> {
+        let p = p as usize;
+        if p == 0 || p % 8 != 0 {
             return None;
         }
-        // SAFETY: `p` is in LIVE, so it came from `Box::leak` in `create` and is never freed.
-        Some(unsafe { &*(p as *const Handle) })
+        let base = p & !63;
+        let slot = *slots().as_ref()?.by_addr.get(&base)?;
+        let st = read(&slot.state);
+        if (st.generation % STUBS as u64) as usize != (p - base) / 8 {
+            return None;
+        }
+        Some(Handle {
+            slot,
+            generation: st.generation,
+            kind: st.kind,
+        })
     }
 
-    /// The live object, or `None` for a tombstone.
-    pub(crate) fn obj(&self) -> Option<Obj> {
-        read(&self.obj).clone()
+    /// The live object, or `None` once it was freed.
+    pub(crate) fn obj(self) -> Option<Obj> {
+        let st = read(&self.slot.state);
+        if st.generation != self.generation {
+            return None;
+        }
+        st.obj.clone()
     }
 
     /// The IA handle this object belongs to.
-    pub(crate) fn ia_handle(&'static self) -> &'static Handle {
-        if self.ia.is_null() {
-            return self;
+    pub(crate) fn ia_handle(self) -> Handle {
+        let st = read(&self.slot.state);
+        match st.ia {
+            Some(ia) if st.generation == self.generation => ia,
+            _ => self,
         }
-        // SAFETY: `ia` is a leaked handle made by `create`.
-        unsafe { &*self.ia }
     }
 
-    /// Frees the object: the handle becomes a tombstone.
-    pub(crate) fn kill(&self) {
-        let old = write(&self.obj).take();
-        if let Some(id) = old.as_ref().and_then(obj_id) {
+    /// `dat_set_consumer_context`'s word.
+    pub(crate) fn context(self) -> &'static AtomicU64 {
+        &self.slot.context
+    }
+
+    /// Frees the object: its handle value is invalid from now on, and the slot joins the
+    /// quarantine queue. Nothing if it was freed already.
+    pub(crate) fn kill(self) {
+        let old = {
+            let mut st = write(&self.slot.state);
+            if st.generation != self.generation {
+                return;
+            }
+            st.ia = None;
+            st.obj.take()
+        };
+        let Some(old) = old else {
+            return;
+        };
+        if let Some(id) = obj_id(&old) {
             if let Some(m) = write(&BY_ID).as_mut() {
-                m.remove(&id);
+                if m.get(&id).is_some_and(|h| {
+                    h.generation == self.generation && std::ptr::eq(h.slot, self.slot)
+                }) {
+                    m.remove(&id);
+                }
             }
         }
+        if let Some(s) = slots().as_mut() {
+            s.free.push_back(self.slot);
+        }
+        drop(old);
     }
 
     /// The handle of the Rust object with this id, if it has one.
-    pub(crate) fn by_id(id: u64) -> Option<&'static Handle> {
+    pub(crate) fn by_id(id: u64) -> Option<Handle> {
         read(&BY_ID).as_ref()?.get(&id).copied()
     }
 }
 
 /// Looks up a handle of kind `kind` that is still live.
-pub(crate) fn get(p: *const c_void, kind: Kind) -> Result<(&'static Handle, Obj), DAT_RETURN> {
+pub(crate) fn get(p: *const c_void, kind: Kind) -> Result<(Handle, Obj), DAT_RETURN> {
     let h = Handle::from_ptr(p).ok_or(kind.invalid())?;
     if h.kind != kind {
         return Err(kind.invalid());
@@ -258,7 +387,7 @@ pub(crate) fn get(p: *const c_void, kind: Kind) -> Result<(&'static Handle, Obj)
 
 macro_rules! getter {
     ($name:ident, $kind:ident, $t:ty, $pat:pat => $val:expr) => {
-        pub(crate) fn $name(p: *const c_void) -> Result<(&'static Handle, $t), DAT_RETURN> {
+        pub(crate) fn $name(p: *const c_void) -> Result<(Handle, $t), DAT_RETURN> {
             match get(p, Kind::$kind)? {
                 (h, $pat) => Ok((h, $val)),
                 _ => Err(Kind::$kind.invalid()),
@@ -278,12 +407,12 @@ getter!(cno, Cno, Cno, Obj::Cno(x) => x);
 getter!(srq, Srq, Srq, Obj::Srq(x, _) => x);
 
 /// The C value of an optional handle: NULL for `None`.
-pub(crate) fn ptr_or_null(h: Option<&'static Handle>) -> DAT_HANDLE {
+pub(crate) fn ptr_or_null(h: Option<Handle>) -> DAT_HANDLE {
     h.map_or(std::ptr::null_mut(), |h| h.as_ptr())
 }
 
 /// An optional EVD argument: NULL is `None`, anything else must be a live EVD.
-pub(crate) fn opt_evd(p: *const c_void) -> Result<Option<(&'static Handle, Evd)>, DAT_RETURN> {
+pub(crate) fn opt_evd(p: *const c_void) -> Result<Option<(Handle, Evd)>, DAT_RETURN> {
     if p.is_null() {
         Ok(None)
     } else {
@@ -292,7 +421,7 @@ pub(crate) fn opt_evd(p: *const c_void) -> Result<Option<(&'static Handle, Evd)>
 }
 
 /// Tombstones every handle of a closed IA, and the IA's own.
-pub(crate) fn kill_ia(h: &'static Handle, iac: &IaC) {
+pub(crate) fn kill_ia(h: Handle, iac: &IaC) {
     let children = std::mem::take(&mut *iac.children.lock().unwrap_or_else(|p| p.into_inner()));
     for c in children {
         c.kill();
@@ -350,7 +479,7 @@ pub(crate) fn sockaddr(addr: Option<SocketAddr>) -> SockAddr {
 
 /// The consumer's value for an IA handle: libdat2 gives consumers small indexes into its own
 /// table, and any IA handle we put in a query result must be that index (contract 2.2).
-pub(crate) fn ia_index(ia: &'static Handle) -> DAT_IA_HANDLE {
+pub(crate) fn ia_index(ia: Handle) -> DAT_IA_HANDLE {
     let mut out: DAT_IA_HANDLE = std::ptr::null_mut();
     // SAFETY: libdat2's converter only reads its handle table and writes `out`.
     let r = unsafe { dats_get_ia_handle(ia.as_ptr(), &mut out) };

@@ -211,7 +211,7 @@ pub(crate) unsafe extern "C" fn ia_close(ia: DAT_IA_HANDLE, flags: DAT_CLOSE_FLA
     })
 }
 
-fn any(h: DAT_HANDLE) -> Result<&'static Handle, DAT_RETURN> {
+fn any(h: DAT_HANDLE) -> Result<Handle, DAT_RETURN> {
     let hd = Handle::from_ptr(h).ok_or(err(DAT_INVALID_HANDLE, 0))?;
     if hd.obj().is_none() {
         return Err(hd.kind.invalid());
@@ -225,7 +225,7 @@ pub(crate) unsafe extern "C" fn set_consumer_context(
 ) -> DAT_RETURN {
     guard("set_consumer_context", || {
         any(h)?
-            .context
+            .context()
             .store(context_bits(context), std::sync::atomic::Ordering::Relaxed);
         Ok(())
     })
@@ -237,7 +237,7 @@ pub(crate) unsafe extern "C" fn get_consumer_context(
 ) -> DAT_RETURN {
     c_ptrs!(context: Out);
     guard("get_consumer_context", || {
-        let v = any(h)?.context.load(std::sync::atomic::Ordering::Relaxed);
+        let v = any(h)?.context().load(std::sync::atomic::Ordering::Relaxed);
         context.put(2, DAT_CONTEXT { as_64: v })
     })
 }

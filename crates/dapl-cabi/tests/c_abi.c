@@ -313,6 +313,30 @@ static void object_checks(DAT_IA_HANDLE ia)
 		   DAT_INVALID_HANDLE);
 	CHECK_TYPE("freed.evd_free_twice", dat_evd_free(dto), DAT_INVALID_HANDLE);
 	CHECK("setup.evd_free_conn", dat_evd_free(conn), DAT_SUCCESS);
+
+	/* Handle slots are reused after a quarantine (a long-running program does not grow), and
+	 * a stale handle stays invalid after its slot was reused. */
+	enum { CYCLES = 3000 };
+	static uintptr_t seen[CYCLES];
+	int distinct = 0, ok_cycles = 0;
+	for (int i = 0; i < CYCLES; i++) {
+		DAT_PZ_HANDLE p;
+		if (dat_pz_create(ia, &p) != DAT_SUCCESS)
+			break;
+		uintptr_t slot = (uintptr_t)p & ~(uintptr_t)63;
+		int j;
+		for (j = 0; j < distinct && seen[j] != slot; j++)
+			;
+		if (j == distinct)
+			seen[distinct++] = slot;
+		if (dat_pz_free(p) == DAT_SUCCESS)
+			ok_cycles++;
+	}
+	CHECK("freed.pz_create_free_cycles", ok_cycles, CYCLES);
+	CHECK_TRUE("freed.handle_slots_are_reused_after_quarantine", distinct < 1200);
+	CHECK_TYPE("freed.stale_pz_after_slot_reuse", dat_pz_free(pz), DAT_INVALID_HANDLE);
+	CHECK_TYPE("freed.stale_evd_after_slot_reuse", dat_evd_dequeue(dto, &ev),
+		   DAT_INVALID_HANDLE);
 }
 
 /* A DTO completion: event number, status, length, cookie, EP; returns 1 if all matched */
