@@ -72,14 +72,42 @@ fn run(t: &'static Timers) {
     }
 }
 
-/// Runs `f` on the timer thread at (or shortly after) `at`.
-pub(crate) fn at(at: Instant, f: impl FnOnce() + Send + 'static) {
+/// Runs `f` at `at` (in the timer thread). Returns the timer's id, for [`cancel`].
+pub(crate) fn at(at: Instant, f: impl FnOnce() + Send + 'static) -> u64 {
     let t = timers();
     let mut g = t.heap.lock().unwrap_or_else(|p| p.into_inner());
     g.1 += 1;
     let seq = g.1;
     g.0.push(Reverse(Entry(at, seq, Box::new(f))));
     t.cond.notify_one();
+    seq
+}
+
+/// Drops timer `id` if it has not run yet, with whatever its closure holds (a timer whose
+/// work became moot, such as a connect timeout once the attempt ended, would otherwise keep
+/// its memory until it fires).
+pub(crate) fn cancel(id: u64) {
+    let t = timers();
+    let dropped: Vec<Reverse<Entry>> = {
+        let mut g = t.heap.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        let kept: Vec<Reverse<Entry>> = std::mem::take(&mut g.0)
+            .into_vec()
+            .into_iter()
+            .filter_map(|e| {
+                if e.0 .1 == id {
+                    out.push(e);
+                    None
+                } else {
+                    Some(e)
+                }
+            })
+            .collect();
+        g.0 = BinaryHeap::from(kept);
+        out
+    };
+    // The closures are dropped outside the lock (they may hold anything).
+    drop(dropped);
 }
 
 #[cfg(test)]
@@ -100,5 +128,23 @@ mod tests {
             .collect();
         assert_eq!(got, [0, 1, 2]);
         assert!(now.elapsed() >= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_cancelled_timer_never_runs_and_drops_what_it_holds_at_once() {
+        let (tx, rx) = mpsc::channel();
+        let held = std::sync::Arc::new(());
+        let h2 = held.clone();
+        let now = std::time::Instant::now();
+        let id = super::at(now + Duration::from_millis(50), move || {
+            let _ = &h2;
+            tx.send(1).unwrap();
+        });
+        super::cancel(id);
+        assert_eq!(std::sync::Arc::strong_count(&held), 1, "dropped on cancel");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(200)).is_err(),
+            "never ran"
+        );
     }
 }

@@ -605,11 +605,14 @@ impl Endpoint {
         };
         if let Some(t) = timeout {
             let weak = Arc::downgrade(&self.0.qp);
-            crate::engine::timer::at(std::time::Instant::now() + t, move || {
+            let timer = crate::engine::timer::at(std::time::Instant::now() + t, move || {
                 if let Some(qp) = weak.upgrade() {
                     qp.attempt_failed(attempt, ConnectionEventKind::TimedOut, Vec::new());
                 }
             });
+            // Cancelled when the attempt resolves: a long timeout would otherwise keep the
+            // QP's memory (its weak reference) until it fires.
+            self.0.qp.set_attempt_timer(attempt, timer);
         }
         ia.link
             .clone()

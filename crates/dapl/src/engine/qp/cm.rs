@@ -111,6 +111,20 @@ impl Qp {
         }
     }
 
+    /// Records the connect timeout of `attempt` (a timer id), cancelled when the attempt
+    /// resolves; cancelled at once if it already has.
+    pub(crate) fn set_attempt_timer(&self, attempt: u64, timer: u64) {
+        let mut c = self.lock();
+        if c.attempt == attempt && c.state == EpState::ActiveConnectionPending {
+            if let Some(old) = c.attempt_timer.replace(timer) {
+                crate::engine::timer::cancel(old);
+            }
+        } else {
+            drop(c);
+            crate::engine::timer::cancel(timer);
+        }
+    }
+
     /// The number of the current attempt.
     pub(crate) fn current_attempt(&self) -> u64 {
         self.lock().attempt
@@ -153,6 +167,9 @@ impl Qp {
             c.state = EpState::Connected;
             c.conn = Some(conn);
             c.pending_conn = None;
+            if let Some(t) = c.attempt_timer.take() {
+                crate::engine::timer::cancel(t);
+            }
             c.tx_stalled = false;
             c.tx_drained_early = false;
             c.lent_returned_early = 0;
@@ -195,6 +212,9 @@ impl Qp {
             }
             c.end_reported = true;
             c.state = EpState::Disconnected;
+            if let Some(t) = c.attempt_timer.take() {
+                crate::engine::timer::cancel(t);
+            }
             if let Some(conn) = c.pending_conn.take() {
                 drop(c);
                 conn.close(true);

@@ -114,6 +114,8 @@ pub(crate) struct QpCore {
     /// The link's connection of a connect attempt that is not established yet: closed at once
     /// if the attempt fails (timeout, free), so the peer cannot accept a dead request.
     pending_conn: Option<Arc<dyn Connection>>,
+    /// The connect timeout of the current attempt (a timer id), cancelled when it resolves.
+    attempt_timer: Option<u64>,
     pub(crate) remote_addr: Option<IaAddress>,
     pub(crate) remote_qual: Option<ConnQual>,
 }
@@ -224,6 +226,7 @@ impl Qp {
                 lent_returned_early: 0,
                 tx_drained_early: false,
                 pending_conn: None,
+                attempt_timer: None,
                 remote_addr: None,
                 remote_qual: None,
             }),
