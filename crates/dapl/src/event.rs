@@ -124,6 +124,10 @@ pub enum AsyncKind {
     /// An SRQ's posted count fell below its low watermark (`DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR`
     /// with reason `DAT_SRQ_LOW_WATERMARK_EVENT`, as DAT has no event number of its own for it).
     SrqLowWatermark,
+    /// An endpoint on an SRQ holds more of its buffers than its soft high watermark
+    /// (`DAT_ASYNC_ERROR_PROVIDER_INTERNAL_ERROR` with reason `DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT`,
+    /// 2, as DAT has no event number of its own for it).
+    EpSoftHighWatermark,
     /// The IA failed (`DAT_ASYNC_ERROR_IA_CATASTROPHIC`).
     IaCatastrophic,
 }
@@ -159,7 +163,9 @@ impl AsyncKind {
         match self {
             Self::EvdOverflow => number::ASYNC_EVD_OVERFLOW,
             Self::EpBroken => number::ASYNC_EP_BROKEN,
-            Self::SrqLowWatermark => number::ASYNC_PROVIDER_INTERNAL_ERROR,
+            Self::SrqLowWatermark | Self::EpSoftHighWatermark => {
+                number::ASYNC_PROVIDER_INTERNAL_ERROR
+            }
             Self::IaCatastrophic => number::ASYNC_IA_CATASTROPHIC,
         }
     }

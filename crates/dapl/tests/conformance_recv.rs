@@ -1656,3 +1656,57 @@ per_link_with!(
         p.close();
     }
 );
+
+// dat_ep_set_watermark: an endpoint on an SRQ that holds more of its buffers than its soft high
+// watermark raises one asynchronous event (reason DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT), once per
+// setting; ep_recv_query counts the SRQ buffers it holds.
+per_link!(
+    ep_soft_high_watermark_raises_one_async_event_per_setting,
+    |link| {
+        let s = SrqSide::new(link, 1, &SrqAttr::default(), false);
+        let l = s.lmr(4096);
+        for c in 0..8u64 {
+            s.srq.post_recv(&[l.triplet(c * 64, 64)], c).unwrap();
+        }
+        let lp = s.peers[0].lmr(64);
+        // A watermark of 1: one buffer at a time is not above it.
+        s.eps[0].set_watermark(Some(1)).unwrap();
+        send(&s.peers[0], &lp, 0, b"x", 0, CompletionFlags::empty());
+        Side::dto(&s.recv_evds[0]);
+        assert_empty(&s.async_evd);
+        assert_eq!(
+            s.eps[0].recv_query().unwrap(),
+            (0, 0),
+            "nothing held once completed"
+        );
+        // A watermark of 0: the next buffer taken is above it.
+        s.eps[0].set_watermark(Some(0)).unwrap();
+        assert_empty(&s.async_evd);
+        send(&s.peers[0], &lp, 0, b"x", 1, CompletionFlags::empty());
+        Side::dto(&s.recv_evds[0]);
+        let a = dequeue_async(&s.async_evd);
+        assert_eq!(a.kind, AsyncKind::EpSoftHighWatermark);
+        assert_eq!(a.reason, 2, "DAT_SRQ_SOFT_HIGH_WATERMARK_EVENT");
+        match &a.subject {
+            AsyncSubject::Ep(e) => assert_eq!(e.id(), s.eps[0].id()),
+            other => panic!("subject {other:?}"),
+        }
+        // Once per setting: not again until set again.
+        send(&s.peers[0], &lp, 0, b"x", 2, CompletionFlags::empty());
+        Side::dto(&s.recv_evds[0]);
+        assert_empty(&s.async_evd);
+        s.eps[0].set_watermark(Some(0)).unwrap();
+        send(&s.peers[0], &lp, 0, b"x", 3, CompletionFlags::empty());
+        Side::dto(&s.recv_evds[0]);
+        assert_eq!(
+            dequeue_async(&s.async_evd).kind,
+            AsyncKind::EpSoftHighWatermark
+        );
+        // Infinite: never.
+        s.eps[0].set_watermark(None).unwrap();
+        send(&s.peers[0], &lp, 0, b"x", 4, CompletionFlags::empty());
+        Side::dto(&s.recv_evds[0]);
+        assert_empty(&s.async_evd);
+        s.close();
+    }
+);

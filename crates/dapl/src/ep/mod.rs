@@ -60,7 +60,7 @@ pub(crate) struct EpInner {
     pub(crate) qp: Arc<Qp>,
     /// Reserved by this RSP id.
     reserved_by: Mutex<Option<u64>>,
-    /// `dat_ep_set_watermark`'s soft high watermark (stored; no event is raised yet).
+    /// `dat_ep_set_watermark`'s soft high watermark (the QP raises its event).
     soft_high_watermark: Mutex<Option<usize>>,
     pub(crate) freed: AtomicBool,
     me: Weak<EpInner>,
@@ -424,6 +424,16 @@ impl QpUpcalls for EpInner {
         }
     }
 
+    fn soft_high_watermark(&self) {
+        if let Some(me) = self.me.upgrade() {
+            self.ia.post_async(AsyncEvent {
+                kind: AsyncKind::EpSoftHighWatermark,
+                subject: AsyncSubject::Ep(Endpoint(Handle::internal(me))),
+                reason: 2,
+            });
+        }
+    }
+
     fn connection_event(&self, ev: QpEvent) {
         let (kind, private_data) = match ev {
             QpEvent::Established(pd) => (ConnectionEventKind::Established, pd),
@@ -714,6 +724,7 @@ impl Endpoint {
             .soft_high_watermark
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = soft_high;
+        self.0.qp.set_soft_high_watermark(soft_high);
         Ok(())
     }
 

@@ -116,6 +116,13 @@ pub(crate) struct QpCore {
     pending_conn: Option<Arc<dyn Connection>>,
     /// The connect timeout of the current attempt (a timer id), cancelled when it resolves.
     attempt_timer: Option<u64>,
+    /// SRQ buffers this QP took and has not completed yet, and their bytes.
+    srq_held: usize,
+    srq_held_bytes: u64,
+    /// `ep_set_watermark`'s soft high watermark, and whether its event is armed (once per
+    /// setting).
+    soft_high: Option<usize>,
+    soft_high_armed: bool,
     pub(crate) remote_addr: Option<IaAddress>,
     pub(crate) remote_qual: Option<ConnQual>,
 }
@@ -162,6 +169,8 @@ pub(crate) trait QpUpcalls: Send + Sync {
     fn completed(&self, c: Completion);
     /// A connection event.
     fn connection_event(&self, ev: QpEvent);
+    /// More SRQ buffers are held than the soft high watermark allows.
+    fn soft_high_watermark(&self) {}
 }
 
 /// Why a post was refused.
@@ -185,6 +194,8 @@ pub(crate) struct Qp {
     tx_pending: AtomicBool,
     rnr_blocked: AtomicBool,
     rnr_wakes: AtomicU64,
+    /// The soft high watermark event is due (set under the lock, raised after it).
+    soft_high_due: AtomicBool,
     upcalls: Weak<dyn QpUpcalls>,
 }
 
@@ -227,6 +238,10 @@ impl Qp {
                 tx_drained_early: false,
                 pending_conn: None,
                 attempt_timer: None,
+                srq_held: 0,
+                srq_held_bytes: 0,
+                soft_high: None,
+                soft_high_armed: false,
                 remote_addr: None,
                 remote_qual: None,
             }),
@@ -235,6 +250,7 @@ impl Qp {
             tx_pending: AtomicBool::new(false),
             rnr_blocked: AtomicBool::new(false),
             rnr_wakes: AtomicU64::new(0),
+            soft_high_due: AtomicBool::new(false),
             upcalls,
         }
     }
@@ -339,6 +355,12 @@ impl Qp {
         recv_flags: CompletionFlags,
         immediate: Option<u32>,
     ) {
+        self.raise_soft_high();
+        if self.srq.is_some() {
+            let mut c = self.lock();
+            c.srq_held = c.srq_held.saturating_sub(1);
+            c.srq_held_bytes = c.srq_held_bytes.saturating_sub(wr.total);
+        }
         let signalled = if recv_flags.contains(CompletionFlags::SOLICITED_WAIT) {
             solicited
         } else {
@@ -363,6 +385,39 @@ impl Qp {
 
     fn event(&self, ev: QpEvent) {
         self.upcall(|u| u.connection_event(ev));
+    }
+
+    /// Sets the soft high watermark of SRQ buffers this QP may hold (`None`: infinite) and arms
+    /// its event, raised once when the count goes above it (at once if it already is).
+    pub(crate) fn set_soft_high_watermark(&self, w: Option<usize>) {
+        {
+            let mut c = self.lock();
+            c.soft_high = w;
+            c.soft_high_armed = w.is_some();
+            self.check_soft_high(&mut c);
+        }
+        self.raise_soft_high();
+    }
+
+    /// Marks the soft high watermark event due if the held count is above the watermark and
+    /// the event is armed (`c` is the locked core: [`raise_soft_high`](Self::raise_soft_high)
+    /// raises it once the lock is released).
+    pub(super) fn check_soft_high(&self, c: &mut QpCore) {
+        if c.soft_high_armed && c.soft_high.is_some_and(|w| c.srq_held > w) {
+            c.soft_high_armed = false;
+            self.soft_high_due
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Raises the soft high watermark event if it is due (no QP lock held).
+    pub(super) fn raise_soft_high(&self) {
+        if self
+            .soft_high_due
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.upcall(|u| u.soft_high_watermark());
+        }
     }
 
     // --------------------------------------------------------------------------------------------
@@ -494,8 +549,17 @@ impl Qp {
             remote_qual: c.remote_qual,
             ord: c.ord,
             ird: c.ird,
-            recv_posted: c.rq.len(),
-            recv_bytes: c.rq.iter().map(|w| w.total).sum(),
+            // On an SRQ: the buffers it took and holds (DAT's ep_recv_query).
+            recv_posted: if self.srq.is_some() {
+                c.srq_held
+            } else {
+                c.rq.len()
+            },
+            recv_bytes: if self.srq.is_some() {
+                c.srq_held_bytes
+            } else {
+                c.rq.iter().map(|w| w.total).sum()
+            },
             requests: c.sq.len() + c.orq.len(),
         }
     }

@@ -193,14 +193,18 @@ impl Qp {
     /// whole message goes into. On `NoBuffer` the peer is marked waiting, so a post wakes the
     /// link through [`Connection::wake_peer`].
     pub(crate) fn rx_send_take(&self) -> RxTake {
-        let mut c = self.lock();
-        if !Self::rx_connected(&c) {
-            return RxTake::NotConnected;
-        }
-        match self.take_recv(&mut c) {
-            Some(wr) => RxTake::Buffer(wr),
-            None => RxTake::NoBuffer,
-        }
+        let took = {
+            let mut c = self.lock();
+            if !Self::rx_connected(&c) {
+                return RxTake::NotConnected;
+            }
+            match self.take_recv(&mut c) {
+                Some(wr) => RxTake::Buffer(wr),
+                None => RxTake::NoBuffer,
+            }
+        };
+        self.raise_soft_high();
+        took
     }
 
     /// The next receive buffer (own queue or SRQ); with none, the peer is marked waiting.
@@ -217,7 +221,15 @@ impl Qp {
     fn take_recv(&self, c: &mut QpCore) -> Option<RecvWr> {
         let wr = match &self.srq {
             None => c.rq.pop_front(),
-            Some(srq) => srq.take(),
+            Some(srq) => {
+                let wr = srq.take();
+                if let Some(w) = &wr {
+                    c.srq_held += 1;
+                    c.srq_held_bytes += w.total;
+                    self.check_soft_high(c);
+                }
+                wr
+            }
         };
         if wr.is_none() {
             c.peer_waiting = true;
