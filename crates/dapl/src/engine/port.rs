@@ -170,8 +170,17 @@ pub(crate) trait Link: Send + Sync {
     /// Stops listening.
     fn unlisten(&self, addr: IaAddress, qual: ConnQual);
     /// Starts connecting `qp` to `remote`/`qual` with private data; the outcome arrives as a
-    /// connection event of `qp` (established or attempt failed).
-    fn connect(&self, qp: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]);
+    /// connection event of `qp` (established or attempt failed). Err only when the attempt
+    /// could not even start for want of local resources (file descriptors, memory: see
+    /// [`is_resource_error`]): nothing was started and no event will come; the caller reports
+    /// INSUFFICIENT_RESOURCES.
+    fn connect(
+        &self,
+        qp: &Arc<Qp>,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+    ) -> std::io::Result<()>;
     /// Stops the link's threads and drops its sockets (the IA is closing). The IA's QPs have
     /// been ended before.
     fn shutdown(&self) {}
@@ -224,6 +233,15 @@ pub(crate) trait PendingRequest: Send + Sync {
     fn reject(&self, private_data: &[u8]);
     /// What the CR reports about the requester.
     fn info(&self) -> &CrArrivalInfo;
+}
+
+/// True for the errors of a system call that mean this process or host ran out of something
+/// (file descriptors, memory, buffers), as opposed to a peer's or the network's answer.
+pub(crate) fn is_resource_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOBUFS)
+    )
 }
 
 /// Most bytes of private data with a connect, accept or reject on the links here (the DAT

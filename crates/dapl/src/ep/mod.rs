@@ -624,9 +624,28 @@ impl Endpoint {
             // QP's memory (its weak reference) until it fires.
             self.0.qp.set_attempt_timer(attempt, timer);
         }
-        ia.link
+        if let Err(e) = ia
+            .link
             .clone()
-            .connect(&self.0.qp, remote, qual, private_data);
+            .connect(&self.0.qp, remote, qual, private_data)
+        {
+            self.0.qp.abandon_attempt(attempt);
+            let what = match e.raw_os_error() {
+                Some(libc::EMFILE) => {
+                    "this process is out of file descriptors (raise RLIMIT_NOFILE, `ulimit -n`, \
+                     or free endpoints)"
+                }
+                Some(libc::ENFILE) => "the system is out of file descriptors",
+                _ => "this process is out of memory or buffers",
+            };
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::NoSubtype,
+                OP,
+                self.0.object(),
+                format!("{what}: {e}; the endpoint stays UNCONNECTED"),
+            );
+        }
         Ok(())
     }
 

@@ -80,7 +80,13 @@ impl Link for Loopback {
         l.remove(&(addr.ip(), qual));
     }
 
-    fn connect(&self, ep: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+    fn connect(
+        &self,
+        ep: &Arc<Qp>,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+    ) -> std::io::Result<()> {
         let attempt = ep.current_attempt();
         let sp = {
             let l = self.listeners.lock().unwrap_or_else(|p| p.into_inner());
@@ -88,7 +94,7 @@ impl Link for Loopback {
         };
         let Some(sp) = sp.filter(|s| s.is_open()) else {
             ep.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
-            return;
+            return Ok(());
         };
         let info = CrArrivalInfo {
             remote_addr: ep.local_addr(),
@@ -101,6 +107,7 @@ impl Link for Loopback {
             info,
             link: instance(),
         }));
+        Ok(())
     }
 }
 

@@ -125,6 +125,23 @@ impl Qp {
         }
     }
 
+    /// Undoes connect attempt `attempt`, which the link could not start (nothing reached the
+    /// network, no event follows): the QP is UNCONNECTED again, its connect timeout cancelled.
+    pub(crate) fn abandon_attempt(&self, attempt: u64) {
+        let mut c = self.lock();
+        if c.attempt != attempt || c.state != EpState::ActiveConnectionPending {
+            return;
+        }
+        c.state = EpState::Unconnected;
+        c.end_reported = true;
+        c.pending_conn = None;
+        c.remote_addr = None;
+        c.remote_qual = None;
+        if let Some(t) = c.attempt_timer.take() {
+            crate::engine::timer::cancel(t);
+        }
+    }
+
     /// The number of the current attempt.
     pub(crate) fn current_attempt(&self) -> u64 {
         self.lock().attempt

@@ -848,16 +848,26 @@ impl Link for ShmLink {
         }
     }
 
-    fn connect(&self, qp: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+    fn connect(
+        &self,
+        qp: &Arc<Qp>,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+    ) -> std::io::Result<()> {
         let attempt = qp.current_attempt();
-        let fail = || {
-            qp.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
-        };
-        let (Ok(name), Ok((ring_fd, ring)), Ok(bell)) =
-            (rendezvous(remote.ip(), qual), new_ring(), new_bell())
-        else {
-            return fail();
-        };
+        let (name, (ring_fd, ring), bell) =
+            match (rendezvous(remote.ip(), qual), new_ring(), new_bell()) {
+                (Ok(n), Ok(r), Ok(b)) => (n, r, b),
+                (n, r, b) => {
+                    let e = [n.err(), r.err(), b.err()].into_iter().flatten().next();
+                    if let Some(e) = e.filter(crate::engine::port::is_resource_error) {
+                        return Err(e);
+                    }
+                    qp.attempt_failed(attempt, ConnectionEventKind::NonPeerRejected, Vec::new());
+                    return Ok(());
+                }
+            };
         let dial = Arc::new(Dial {
             qp: Arc::downgrade(qp),
             attempt,
@@ -873,6 +883,7 @@ impl Link for ShmLink {
             shared: Arc::downgrade(&self.shared),
         });
         self.shared.dial(dial);
+        Ok(())
     }
 
     fn shutdown(&self) {

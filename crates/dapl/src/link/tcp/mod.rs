@@ -464,13 +464,28 @@ impl Link for TcpLink {
         }
     }
 
-    fn connect(&self, ep: &Arc<Qp>, remote: IaAddress, qual: ConnQual, private_data: &[u8]) {
+    fn connect(
+        &self,
+        ep: &Arc<Qp>,
+        remote: IaAddress,
+        qual: ConnQual,
+        private_data: &[u8],
+    ) -> io::Result<()> {
         let dial = Dial {
             target: SocketAddr::new(remote.ip(), port_for_qual(qual)),
             private_data: private_data.to_vec(),
             refused_until: Instant::now() + REFUSED_RETRY_FOR,
         };
-        dial_now(&self.shared, ep, ep.current_attempt(), dial);
+        let id = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
+        let attempt = ep.current_attempt();
+        match TcpConn::connect(id, &self.shared, ep, attempt, dial) {
+            Ok(()) => Ok(()),
+            Err((e, _)) if crate::engine::port::is_resource_error(&e) => Err(e),
+            Err((e, dial)) => {
+                connect_failed(Arc::downgrade(&self.shared), ep, attempt, dial, e.kind());
+                Ok(())
+            }
+        }
     }
 
     fn shutdown(&self) {
