@@ -429,7 +429,7 @@ fn a_stopped_peer_process_is_not_declared_dead_and_carries_on_when_continued() {
         "the child's first message"
     );
     let pid = rustix::process::Pid::from_child(&child);
-    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
+    stop(&child);
     // Stopped for longer than any grace: no connection event, nothing flushed.
     std::thread::sleep(Duration::from_secs(2));
     assert!(p.conn_evd.dequeue().unwrap().is_none(), "nothing ended");
@@ -733,21 +733,58 @@ fn restart_child(p: &Side, psp: &ServicePoint, cr_evd: &Evd, link: &str) {
     data_exchange(p, child);
 }
 
-#[test]
-fn memory_lent_to_a_stopped_peer_stays_registered_until_a_bounded_wait_after_the_connection_ends() {
-    let (p, mut child, _psp, _cr) = accept_child("sleepy");
-    let _bufs = post_receives(&p, 1);
+/// A connected `sleepy` child, stopped (SIGSTOP), and a mebibyte Send posted to it: it goes
+/// by descriptor, which the stopped child cannot copy out.
+/// (The PSP, its EVD and the receive buffer are returned to be kept.)
+#[allow(clippy::type_complexity)]
+fn send_to_a_stopped_child() -> (Side, Child, Lmr, (ServicePoint, Evd, Lmr)) {
+    let (p, child, psp, cr) = accept_child("sleepy");
+    let bufs = post_receives(&p, 1);
     assert_eq!(
         p.recv_done().status,
         DtoStatus::Success,
         "the child is there"
     );
-    let pid = rustix::process::Pid::from_child(&child);
-    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
-    // A mebibyte Send goes by descriptor: the stopped child cannot copy it out.
+    stop(&child);
     let src = p.lmr(MIB);
     p.ep.post_send(&[src.slice(..).unwrap()], 1, CompletionFlags::empty())
         .unwrap();
+    (p, child, src, (psp, cr, bufs))
+}
+
+/// Stops `child` (SIGSTOP) and waits until it is stopped (the signal is asynchronous: its
+/// threads may run a moment longer).
+fn stop(child: &Child) {
+    let pid = rustix::process::Pid::from_child(child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stopped = |task: std::fs::DirEntry| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        stat.rfind(')')
+            .and_then(|i| stat[i + 2..].chars().next())
+            .is_none_or(|c| c == 'T' || c == 't')
+    };
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap();
+        if tasks.map_while(std::io::Result::ok).all(stopped) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the child did not stop");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Continues and kills a stopped child.
+fn end_child(mut child: Child) {
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn memory_lent_to_a_stopped_peer_stays_registered_until_a_bounded_wait_after_the_connection_ends() {
+    let (p, child, src, _keep) = send_to_a_stopped_child();
     std::thread::sleep(Duration::from_millis(200));
     assert!(
         p.req_evd.dequeue().unwrap().is_none(),
@@ -765,26 +802,13 @@ fn memory_lent_to_a_stopped_peer_stays_registered_until_a_bounded_wait_after_the
         waited > Duration::from_millis(1500) && waited < Duration::from_secs(4),
         "deregistration waited {waited:?}"
     );
-    rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    end_child(child);
     p.close();
 }
 
 #[test]
 fn deregistering_memory_a_stopped_peer_has_not_copied_out_breaks_the_connection_within_a_bound() {
-    let (p, mut child, _psp, _cr) = accept_child("sleepy");
-    let _bufs = post_receives(&p, 1);
-    assert_eq!(
-        p.recv_done().status,
-        DtoStatus::Success,
-        "the child is there"
-    );
-    let pid = rustix::process::Pid::from_child(&child);
-    rustix::process::kill_process(pid, rustix::process::Signal::Stop).unwrap();
-    let src = p.lmr(MIB);
-    p.ep.post_send(&[src.slice(..).unwrap()], 1, CompletionFlags::empty())
-        .unwrap();
+    let (p, child, src, _keep) = send_to_a_stopped_child();
     std::thread::sleep(Duration::from_millis(100));
     // Freed with the Send in flight on a live connection to a stopped peer: no hang.
     let t = Instant::now();
@@ -797,9 +821,7 @@ fn deregistering_memory_a_stopped_peer_has_not_copied_out_breaks_the_connection_
     assert_eq!(expect_conn_end_kind(&p), ConnectionEventKind::Broken);
     let d = p.req_done();
     assert_eq!((d.cookie.0, d.status), (1, DtoStatus::Flushed));
-    rustix::process::kill_process(pid, rustix::process::Signal::Cont).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    end_child(child);
     p.close();
 }
 
