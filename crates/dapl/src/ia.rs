@@ -275,6 +275,24 @@ fn tcp_link(name: &str, rest: &str) -> Result<(Arc<link::tcp::TcpLink>, IaAddres
             format!("no IA named {name:?} (tcp IAs are \"tcp:<ipv4>\" with options \",crc\", \",dead_peer=<seconds>\")"),
         );
     };
+    // The address must be one of this host's (in this network namespace): otherwise every
+    // listen and connect would fail later with a misleading reason.
+    if !ip.is_unspecified() {
+        if let Err(e) = std::net::UdpSocket::bind((ip, 0)) {
+            if e.kind() == std::io::ErrorKind::AddrNotAvailable {
+                return err(
+                    ErrorType::InvalidAddress,
+                    Subtype::InvalidAddressUnsupported,
+                    "ia_open",
+                    obj,
+                    format!(
+                        "{ip} is not an address of this host (see `ip addr`); a tcp IA is \
+                         opened on one of its own IPv4 addresses"
+                    ),
+                );
+            }
+        }
+    }
     match link::tcp::TcpLink::start(ip, opts) {
         Ok(l) => Ok((l, SocketAddr::new(IpAddr::V4(ip), 0))),
         Err(e) => err(

@@ -2493,6 +2493,22 @@ once!(ia_open_unknown_name_is_provider_not_found, |_link| {
     }
 });
 
+once!(
+    ia_open_on_an_address_this_host_does_not_have_is_invalid_address,
+    |_link| {
+        // 192.0.2.0/24 is TEST-NET-1: never an address of this host.
+        let e = expect_err(
+            InterfaceAdapter::open("tcp:192.0.2.77", 8).map(|_| ()),
+            ErrorType::InvalidAddress,
+        );
+        assert!(
+            e.to_string()
+                .contains("192.0.2.77 is not an address of this host"),
+            "{e}"
+        );
+    }
+);
+
 per_link!(ia_attributes_reflect_enforced_limits, |link| {
     let p = Pair::new(link);
     let attr = p.a.ia.query().unwrap();

@@ -180,6 +180,18 @@ fn nobody_listening_is_a_clear_error() {
     );
 }
 
+#[test]
+fn a_server_on_an_address_this_host_does_not_have_says_so() {
+    // 192.0.2.0/24 is TEST-NET-1: never an address of this host.
+    let out = run(&["--server", "192.0.2.77"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("192.0.2.77 is not an address of this host") && !err.contains("in use"),
+        "{err}"
+    );
+}
+
 /// A TCP port that is free on 127.0.0.1 together with the next one (the server's DAT
 /// qualifier and its raw TCP baseline port), below the kernel's ephemeral range (from 32768 by
 /// default), where the connections of the other tests pick their local ports.
