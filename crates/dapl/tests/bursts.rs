@@ -13,13 +13,7 @@ const N: usize = 1000;
 
 /// Enough file descriptors for `N` connections in this process.
 fn raise_fd_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut l = getrlimit(Resource::Nofile);
-    let need = (4 * N + 256) as u64;
-    if l.current.is_some_and(|c| c < need) {
-        l.current = l.maximum.map(|m| m.min(need.max(4096))).or(Some(need));
-        setrlimit(Resource::Nofile, l).expect("raise RLIMIT_NOFILE");
-    }
+    dapl_testkit::kit::raise_fd_limit((4 * N + 256) as u64);
 }
 
 /// Every event on `evd` until it stays empty for a moment.

@@ -10,11 +10,13 @@
 //! - [`connect`](mod@connect): qualifiers, listening, connection events and [`connect()`], the
 //!   one connect/accept sequence;
 //! - [`wait`]: [`T`], [`eventually`] and [`expect_err`];
-//! - [`netns`]: [`Netns`], two network namespaces as two hosts.
+//! - [`netns`]: [`Netns`], two network namespaces as two hosts;
+//! - [`limits`]: [`raise_fd_limit`], [`rss_kib`].
 //!
 //! A test file takes everything with `use dapl_testkit::kit::*;` (macros included).
 
 pub mod connect;
+pub mod limits;
 pub mod links;
 pub mod netns;
 pub mod side;
@@ -22,6 +24,7 @@ pub mod wait;
 
 pub use crate::{for_each_link, once, per_link, per_link_with};
 pub use connect::{connect, expect_conn, expect_cr, listen, listen_on, qual, End};
+pub use limits::{raise_fd_limit, rss_kib};
 pub use links::{caps, completes_at_peer, LINKS};
 pub use netns::Netns;
 pub use side::{Pair, Side};
