@@ -1430,12 +1430,19 @@ impl ShmConn {
             return;
         }
         let mut returned = 0;
+        let mut garbage = false;
         {
             let mut tx = lock(&self.tx);
             while let Some(l) = tx.lent.front() {
-                // Not consumed yet: we are marked waiting, the consumer rings when it is.
-                if !tx.ring.consumed(l.until).unwrap_or(false) {
-                    break;
+                match tx.ring.consumed(l.until) {
+                    Ok(true) => {}
+                    // Not consumed yet: we are marked waiting, the consumer rings when it is.
+                    Ok(false) => break,
+                    // The peer's head is impossible: the connection breaks (below).
+                    Err(_) => {
+                        garbage = true;
+                        break;
+                    }
                 }
                 tx.lent.pop_front();
                 returned += 1;
@@ -1447,6 +1454,9 @@ impl ShmConn {
         if let Some(qp) = self.qp() {
             for _ in 0..returned {
                 qp.tx_returned(self.id);
+            }
+            if garbage {
+                qp.end_connection_of(self.id, ConnectionEventKind::Broken, true);
             }
         }
     }

@@ -419,6 +419,23 @@ mod tests {
     }
 
     #[test]
+    fn a_producer_learns_when_its_records_are_consumed_and_is_rung_then() {
+        let (mut p, mut c) = ring();
+        assert!(push_bytes(&mut p, Kind::Send, 0, b"descriptor"));
+        let until = p.position();
+        p.publish();
+        assert!(p.fits(&[16 * 16, 0]), "room for another descriptor");
+        assert!(!p.consumed(until).unwrap(), "not consumed yet");
+        let r = c.peek().unwrap().unwrap();
+        assert!(c.consume(&r), "the waiting producer is to be rung");
+        assert!(p.consumed(until).unwrap());
+        // A head past the tail is the peer's garbage.
+        word(&p.mem, HEAD).store(until + 2 * CAP as u64, Ordering::Release);
+        assert!(p.consumed(until).is_err());
+        assert!(!p.fits(&[0]));
+    }
+
+    #[test]
     fn records_arrive_in_order_across_the_wrap_and_only_once_published() {
         let (mut p, mut c) = ring();
         let mut sent = Vec::new();
