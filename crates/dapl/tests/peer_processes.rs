@@ -33,18 +33,21 @@ fn child_link() -> String {
     std::env::var("DAPLRS_CHILD_LINK").unwrap_or_else(|_| "shm".into())
 }
 
+/// The ignored test `shm_child` of this binary, as a process, in `role` on `link`.
+fn child_command(link: &str, role: &str, q: ConnQual) -> Command {
+    self_as_child(
+        &[],
+        "shm_child",
+        &[
+            ("DAPLRS_SHM_CHILD", role.to_string()),
+            ("DAPLRS_SHM_QUAL", q.to_string()),
+            ("DAPLRS_CHILD_LINK", link.to_string()),
+        ],
+    )
+}
+
 fn spawn_child_on(link: &str, role: &str, q: ConnQual) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "shm_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("DAPLRS_SHM_CHILD", role)
-        .env("DAPLRS_SHM_QUAL", q.to_string())
-        .env("DAPLRS_CHILD_LINK", link)
+    child_command(link, role, q)
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn the child")
@@ -454,16 +457,7 @@ fn with_cross_memory_attach_denied_large_transfers_go_through_the_rings_intact()
     use std::io::{BufRead, BufReader, Read};
     let q = qual();
     let spawn = |role: &str| {
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--ignored",
-                "--exact",
-                "shm_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("DAPLRS_SHM_CHILD", role)
-            .env("DAPLRS_SHM_QUAL", q.to_string())
+        child_command("shm", role, q)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()

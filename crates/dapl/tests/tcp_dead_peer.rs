@@ -12,12 +12,12 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use dapl::*;
-use dapl_testkit::kit::{listen_on, qual, Netns, Side};
+use dapl_testkit::kit::{listen_on, qual, self_as_child, Netns, Side};
 
 /// The bound the tests set: short, so the tests stay short.
 const BOUND_S: u64 = 3;
@@ -248,31 +248,20 @@ struct Proc {
 
 impl Proc {
     fn spawn(prefix: &[&str], role: &str, server_ip: &str, client_ip: &str, q: u64) -> Proc {
-        let exe = std::env::current_exe().unwrap();
-        let mut cmd = match prefix.split_first() {
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(&exe);
-                c
-            }
-            None => Command::new(&exe),
-        };
-        let mut child = cmd
-            .args([
-                "role_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("DAPLRS_ROLE", role)
-            .env("DAPLRS_QUAL", q.to_string())
-            .env("DAPLRS_SERVER_IP", server_ip)
-            .env("DAPLRS_CLIENT_IP", client_ip)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the child");
+        let mut child = self_as_child(
+            prefix,
+            "role_child",
+            &[
+                ("DAPLRS_ROLE", role.to_string()),
+                ("DAPLRS_QUAL", q.to_string()),
+                ("DAPLRS_SERVER_IP", server_ip.to_string()),
+                ("DAPLRS_CLIENT_IP", client_ip.to_string()),
+            ],
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
         let out = BufReader::new(child.stdout.take().unwrap());
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

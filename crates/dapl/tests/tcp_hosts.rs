@@ -6,11 +6,11 @@
 //! `role_child` then acts as server or client.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use dapl::*;
-use dapl_testkit::kit::{listen_on, qual, Netns, Side};
+use dapl_testkit::kit::{listen_on, qual, self_as_child, Netns, Side};
 
 const SIZE: usize = 64 << 20;
 const T: Option<Duration> = Some(Duration::from_secs(60));
@@ -153,26 +153,16 @@ fn role_child() {
 }
 
 fn spawn(prefix: &[&str], role: &str, server_ip: &str, client_ip: &str, qual: u64) -> Child {
-    let exe = std::env::current_exe().unwrap();
-    let mut cmd = match prefix.split_first() {
-        Some((first, rest)) => {
-            let mut c = Command::new(first);
-            c.args(rest).arg(&exe);
-            c
-        }
-        None => Command::new(&exe),
-    };
-    cmd.args([
+    self_as_child(
+        prefix,
         "role_child",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("DAPLRS_ROLE", role)
-    .env("DAPLRS_QUAL", qual.to_string())
-    .env("DAPLRS_SERVER_IP", server_ip)
-    .env("DAPLRS_CLIENT_IP", client_ip)
+        &[
+            ("DAPLRS_ROLE", role.to_string()),
+            ("DAPLRS_QUAL", qual.to_string()),
+            ("DAPLRS_SERVER_IP", server_ip.to_string()),
+            ("DAPLRS_CLIENT_IP", client_ip.to_string()),
+        ],
+    )
     .stdout(Stdio::piped())
     .spawn()
     .expect("spawn the child")
