@@ -19,8 +19,15 @@
 //!   polled, so producers skip the doorbell meanwhile; after a doorbell the thread polls for
 //!   a moment itself (`Shared::spin`).
 //!
-//! Not yet: cross-memory attach for large transfers, mapped library memory, placement
-//! straight from the ring (docs/architecture.md, "The shm link").
+//! - Large messages (from `PULL_MIN` on, when the peer can attach to us): a descriptor of the
+//!   source ranges goes through the ring and the receiving side copies the data straight out of
+//!   our memory (`process_vm_readv`) into its own, after its memory-table checks; the sources
+//!   stay leased (`RegionMemory::lease`) until the peer has consumed the descriptor
+//!   (`TxOutcome::Lent`, returned in `settle`). Cross-memory attach is probed per connection in
+//!   each direction (the probe words in the handshake); denied, everything goes through the ring.
+//!
+//! Not yet: mapped library memory, placement straight from the ring (docs/architecture.md,
+//! "The shm link").
 
 pub(crate) mod ring;
 
