@@ -525,3 +525,25 @@ fn bytes_of_a_write_still_arriving_may_already_be_placed() {
     // The same without the payload byte.
     h.run(&crash[..19]);
 }
+
+/// A fuzz input (2026-11-26): the peer's raw bytes start a large RDMA Write into the peer-writable
+/// region whose FPDU never completes; the link places its first payload byte by cut-through, and
+/// then shuts its socket. The harness explained bytes of a Write still arriving from where it had
+/// fed its decoder, not from the end of what it tried to send (which jumps on the shut).
+#[test]
+fn bytes_of_a_write_still_arriving_when_the_socket_shuts_are_explained() {
+    const INPUT: [&str; 5] = [
+        "3a000006c14000c1400000010100000001000000040823d500790823d5000000000000000000000000000000",
+        "00000000000000000100000000003201003e08d8d8d8d8000000000000000000000000000000000000000001",
+        "00000000008508000000000000000000040001000000000000020000000000000000008c8c8c8c8c8c8c8c8c",
+        "8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c",
+        "8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c8c0000000000003b00000000000000007900",
+    ];
+    let hex: String = INPUT.concat();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    assert_eq!(bytes.len(), 216);
+    engine_inbound(&bytes);
+}

@@ -19,6 +19,7 @@ impl Run<'_> {
             return;
         }
         self.in_dec.feed(&self.wire[a..b]);
+        self.fed = b;
         loop {
             match self.in_dec.next_ulpdu() {
                 Ok(Some(u)) => match Segment::parse(u) {
@@ -525,7 +526,9 @@ impl Run<'_> {
         if self.in_dec_failed {
             return None;
         }
-        let tail = &self.wire[self.sent - self.in_dec.buffered_len()..self.sent];
+        // What the decoder holds of an unfinished FPDU: the bytes before where it was fed up to
+        // (not `sent`, which jumps to the end when the connection shut its socket).
+        let tail = &self.wire[self.fed - self.in_dec.buffered_len()..self.fed];
         let ulpdu_len = usize::from(u16::from_be_bytes([*tail.first()?, *tail.get(1)?]));
         let header = tail.get(2..2 + iwarp::ddp::TAGGED_HEADER_LEN)?;
         let Ok(Segment::Write { stag, to, .. }) = Segment::parse(header) else {

@@ -392,6 +392,9 @@ struct Run<'h> {
     // Peer -> connection.
     wire: Vec<u8>,
     sent: usize,
+    /// How far the stream was fed to `in_dec` (`sent` may jump past it when the connection
+    /// shuts its socket: the rest is never read).
+    fed: usize,
     peer_fin: bool,
     in_dec: FpduDecoder,
     in_dec_failed: bool,
@@ -500,6 +503,7 @@ impl<'h> Run<'h> {
             srq_mode: control & 0x04 != 0,
             wire: Vec::new(),
             sent: 0,
+            fed: 0,
             peer_fin: false,
             in_dec: FpduDecoder::new(crc),
             in_dec_failed: false,
