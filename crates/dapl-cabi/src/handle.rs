@@ -192,7 +192,8 @@ struct Slots {
     free: std::collections::VecDeque<&'static Slot>,
 }
 
-static SLOTS: Mutex<Option<Slots>> = Mutex::new(None);
+/// Read on every handle lookup (every C call), written only when a slot is made or freed.
+static SLOTS: RwLock<Option<Slots>> = RwLock::new(None);
 /// Rust object id -> its handle, for objects that events name (EP, EVD, SRQ, RMR, PSP, RSP).
 static BY_ID: RwLock<Option<HashMap<u64, Handle>>> = RwLock::new(None);
 
@@ -204,8 +205,8 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
-fn slots() -> std::sync::MutexGuard<'static, Option<Slots>> {
-    SLOTS.lock().unwrap_or_else(|p| p.into_inner())
+fn slots() -> std::sync::RwLockWriteGuard<'static, Option<Slots>> {
+    write(&SLOTS)
 }
 
 impl Handle {
@@ -305,7 +306,7 @@ impl Handle {
             return None;
         }
         let base = p & !63;
-        let slot = *slots().as_ref()?.by_addr.get(&base)?;
+        let slot = *read(&SLOTS).as_ref()?.by_addr.get(&base)?;
         let st = read(&slot.state);
         if (st.generation % STUBS as u64) as usize != (p - base) / 8 {
             return None;
