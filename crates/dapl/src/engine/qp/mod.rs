@@ -19,7 +19,7 @@ mod tests;
 mod tx;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use smallvec::SmallVec;
@@ -116,9 +116,6 @@ pub(crate) struct QpCore {
     pending_conn: Option<Arc<dyn Connection>>,
     /// The connect timeout of the current attempt (a timer id), cancelled when it resolves.
     attempt_timer: Option<u64>,
-    /// SRQ buffers this QP took and has not completed yet, and their bytes.
-    srq_held: usize,
-    srq_held_bytes: u64,
     /// `ep_set_watermark`'s soft high watermark, and whether its event is armed (once per
     /// setting).
     soft_high: Option<usize>,
@@ -196,6 +193,10 @@ pub(crate) struct Qp {
     rnr_wakes: AtomicU64,
     /// The soft high watermark event is due (set under the lock, raised after it).
     soft_high_due: AtomicBool,
+    /// SRQ buffers this QP took and has not completed yet, and their bytes (taken under the
+    /// QP lock; given back by the completion, which takes no lock for it).
+    srq_held: AtomicUsize,
+    srq_held_bytes: AtomicU64,
     upcalls: Weak<dyn QpUpcalls>,
 }
 
@@ -238,8 +239,6 @@ impl Qp {
                 tx_drained_early: false,
                 pending_conn: None,
                 attempt_timer: None,
-                srq_held: 0,
-                srq_held_bytes: 0,
                 soft_high: None,
                 soft_high_armed: false,
                 remote_addr: None,
@@ -251,6 +250,8 @@ impl Qp {
             rnr_blocked: AtomicBool::new(false),
             rnr_wakes: AtomicU64::new(0),
             soft_high_due: AtomicBool::new(false),
+            srq_held: AtomicUsize::new(0),
+            srq_held_bytes: AtomicU64::new(0),
             upcalls,
         }
     }
@@ -357,9 +358,15 @@ impl Qp {
     ) {
         self.raise_soft_high();
         if self.srq.is_some() {
-            let mut c = self.lock();
-            c.srq_held = c.srq_held.saturating_sub(1);
-            c.srq_held_bytes = c.srq_held_bytes.saturating_sub(wr.total);
+            // Saturating, as before: a receive this QP did not take changes nothing.
+            let _ = self
+                .srq_held
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
+            let _ = self
+                .srq_held_bytes
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(v.saturating_sub(wr.total))
+                });
         }
         let signalled = if recv_flags.contains(CompletionFlags::SOLICITED_WAIT) {
             solicited
@@ -403,18 +410,18 @@ impl Qp {
     /// the event is armed (`c` is the locked core: [`raise_soft_high`](Self::raise_soft_high)
     /// raises it once the lock is released).
     pub(super) fn check_soft_high(&self, c: &mut QpCore) {
-        if c.soft_high_armed && c.soft_high.is_some_and(|w| c.srq_held > w) {
+        let held = self.srq_held.load(Ordering::Relaxed);
+        if c.soft_high_armed && c.soft_high.is_some_and(|w| held > w) {
             c.soft_high_armed = false;
-            self.soft_high_due
-                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.soft_high_due.store(true, Ordering::SeqCst);
         }
     }
 
     /// Raises the soft high watermark event if it is due (no QP lock held).
     pub(super) fn raise_soft_high(&self) {
-        if self
-            .soft_high_due
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        // A load first: this runs on every receive completion and is almost never due.
+        if self.soft_high_due.load(Ordering::Relaxed)
+            && self.soft_high_due.swap(false, Ordering::SeqCst)
         {
             self.upcall(|u| u.soft_high_watermark());
         }
@@ -551,12 +558,12 @@ impl Qp {
             ird: c.ird,
             // On an SRQ: the buffers it took and holds (DAT's ep_recv_query).
             recv_posted: if self.srq.is_some() {
-                c.srq_held
+                self.srq_held.load(Ordering::Relaxed)
             } else {
                 c.rq.len()
             },
             recv_bytes: if self.srq.is_some() {
-                c.srq_held_bytes
+                self.srq_held_bytes.load(Ordering::Relaxed)
             } else {
                 c.rq.iter().map(|w| w.total).sum()
             },

@@ -224,8 +224,10 @@ impl Qp {
             Some(srq) => {
                 let wr = srq.take();
                 if let Some(w) = &wr {
-                    c.srq_held += 1;
-                    c.srq_held_bytes += w.total;
+                    self.srq_held
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.srq_held_bytes
+                        .fetch_add(w.total, std::sync::atomic::Ordering::Relaxed);
                     self.check_soft_high(c);
                 }
                 wr
