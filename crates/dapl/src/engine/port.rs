@@ -244,6 +244,11 @@ pub(crate) fn is_resource_error(e: &std::io::Error) -> bool {
     )
 }
 
+/// True for `EMFILE`/`ENFILE`: no descriptor for this process or the host.
+pub(crate) fn is_descriptor_exhaustion(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// Most bytes of private data with a connect, accept or reject on the links here (the DAT
 /// minimum a provider must take is 64; MPA allows 512 for rev 2, less the IRD/ORD words).
 pub(crate) const MAX_PRIVATE_DATA: usize = 252;

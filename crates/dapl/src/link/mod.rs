@@ -5,4 +5,5 @@
 
 pub(crate) mod loopback;
 pub(crate) mod shm;
+pub(crate) mod spare_fd;
 pub(crate) mod tcp;

@@ -60,6 +60,7 @@ use crate::engine::port::{
 use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
 };
+use crate::link::spare_fd::SpareFd;
 use crate::mem::region::{pull_from, Lease, RecvPiece};
 use crate::mem::{seg_span, RegionMemory, Seg};
 use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, IaAddress, MAX_IOV};
@@ -694,15 +695,19 @@ impl Shared {
         lock(&self.conns).retain(|c| c.id != conn.id);
     }
 
-    fn on_listener(self: &Arc<Self>, l: &Arc<ListenSock>) {
+    fn on_listener(self: &Arc<Self>, l: &Arc<ListenSock>, spare: &mut SpareFd) {
         let me = rustix::process::getuid();
+        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
         loop {
-            let sock = match rustix::net::accept_with(
-                &l.sock,
-                SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-            ) {
+            let sock = match rustix::net::accept_with(&l.sock, flags) {
                 Ok(s) => s,
                 Err(Errno::INTR) => continue,
+                Err(Errno::MFILE | Errno::NFILE) => {
+                    // Out of descriptors: refuse what waits (the requester sees its socket
+                    // close and fails its connect now), rather than spin on the listener.
+                    spare.shed(|| while rustix::net::accept_with(&l.sock, flags).is_ok() {});
+                    return;
+                }
                 Err(_) => return,
             };
             // Only our own uid: an abstract socket has no permissions of its own.
@@ -756,6 +761,7 @@ impl Shared {
 
 fn progress(shared: Arc<Shared>) {
     let mut events = epoll::EventVec::with_capacity(64);
+    let mut spare = SpareFd::new();
     let mut rang = false;
     while !shared.stop.load(Ordering::SeqCst) {
         // While a consumer polls, look again when its window runs out: it may have stopped
@@ -782,7 +788,7 @@ fn progress(shared: Arc<Shared>) {
             }
             let entry = lock(&shared.entries).get(&token).cloned();
             match entry {
-                Some(Entry::Listener(l)) => shared.on_listener(&l),
+                Some(Entry::Listener(l)) => shared.on_listener(&l, &mut spare),
                 Some(Entry::Incoming(i)) => shared.on_incoming(&i),
                 Some(Entry::Dial(d)) => shared.on_dial(&d),
                 Some(Entry::Sock(c)) => c.on_sock(),

@@ -28,6 +28,7 @@ use socket2::{Domain, Socket, Type};
 
 use crate::engine::port::{CrossMemoryAttach, Link, LinkCaps, Listener as PortListener, Progress};
 use crate::engine::qp::Qp;
+use crate::link::spare_fd::SpareFd;
 use crate::types::{ConnQual, ConnectionEventKind, EpState, IaAddress, MAX_IOV};
 
 pub(crate) use conn::TcpConn;
@@ -577,6 +578,7 @@ fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 /// The progress thread: waits on epoll and dispatches.
 fn progress(shared: Arc<Shared>) {
     let mut events = epoll::EventVec::with_capacity(64);
+    let mut spare = SpareFd::new();
     let mut conn_events = epoll::EventVec::with_capacity(64);
     // Until when the thread keeps polling (it handled a connection and no consumer polls).
     let mut spin_until = 0u64;
@@ -623,7 +625,7 @@ fn progress(shared: Arc<Shared>) {
             }
             let entry = lock(&shared.entries).get(&token).cloned();
             if let Some(Entry::Listener(l)) = entry {
-                accept_all(&shared, &l);
+                accept_all(&shared, &l, &mut spare);
             }
         }
         let wakes = std::mem::take(&mut *lock(&shared.wakes));
@@ -654,7 +656,7 @@ fn progress(shared: Arc<Shared>) {
     lock(&shared.listeners_by_port).clear();
 }
 
-fn accept_all(shared: &Arc<Shared>, l: &Listener) {
+fn accept_all(shared: &Arc<Shared>, l: &Listener, spare: &mut SpareFd) {
     loop {
         match l.sock.accept() {
             Ok((stream, peer)) => {
@@ -662,6 +664,16 @@ fn accept_all(shared: &Arc<Shared>, l: &Listener) {
                 TcpConn::accepted(id, shared, stream, peer, l.sp.clone());
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if crate::engine::port::is_descriptor_exhaustion(&e) => {
+                // Out of descriptors: refuse what waits (a reset; the requester fails its
+                // connect now instead of at its timeout, and this thread does not spin).
+                spare.shed(|| {
+                    while let Ok((stream, _)) = l.sock.accept() {
+                        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                    }
+                });
+                return;
+            }
             Err(_) => return, // WouldBlock, or a transient accept error
         }
     }
