@@ -156,6 +156,8 @@ pub enum Command {
     Run(Options),
     /// `datperf info [IA...]`: list IAs and their attributes.
     Info(Vec<String>),
+    /// `datperf scale`: a connection storm between two processes.
+    Scale(crate::scale::ScaleOptions),
     /// Print the usage.
     Help,
     /// Print the version.
@@ -178,6 +180,13 @@ USAGE:
                                       TCP port; runs until killed
     datperf --client HOST [OPTIONS]   run the benchmarks against a datperf server on HOST
     datperf info [IA_NAME...]         list IAs (default: loopback, tcp) and their attributes
+    datperf scale [--link tcp|shm] [-n CONNECTIONS] [--json]
+                                      connection storm between two processes (this one and
+                                      a server it spawns): every connect issued at once,
+                                      one verified message per connection; reports how each
+                                      ended, connections/s next to raw TCP connect+accept,
+                                      memory per endpoint and threads (default 5000
+                                      connections: 10,000 endpoints)
 
 OPTIONS:
     -t, --test send|write|read  only this operation (default: all three)
@@ -330,6 +339,9 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, String> {
         }
         return Ok(Command::Info(names));
     }
+    if args.first() == Some(&"scale") {
+        return parse_scale(&args[1..]);
+    }
     let mut o = Options::default();
     let mut server: Option<Ipv4Addr> = None;
     let mut client: Option<String> = None;
@@ -450,6 +462,50 @@ pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, String> {
         return Err("--ia applies to --server and --client runs".into());
     }
     Ok(Command::Run(o))
+}
+
+/// Parses the arguments after `datperf scale`.
+fn parse_scale(args: &[&str]) -> Result<Command, String> {
+    let mut o = crate::scale::ScaleOptions {
+        link: LinkKind::Tcp,
+        connections: crate::scale::DEFAULT_CONNECTIONS,
+        serve: false,
+        json: false,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let (opt, inline) = match args[i].split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v)),
+            _ => (args[i], None),
+        };
+        i += 1;
+        let mut value = |what: &str| -> Result<String, String> {
+            if let Some(v) = inline {
+                return Ok(v.to_string());
+            }
+            i += 1;
+            args.get(i - 1)
+                .map(|v| v.to_string())
+                .ok_or_else(|| format!("{opt} needs {what}"))
+        };
+        match opt {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--link" => {
+                o.link = match value("tcp or shm")?.as_str() {
+                    "tcp" => LinkKind::Tcp,
+                    "shm" => LinkKind::Shm,
+                    v => return Err(format!("`datperf scale` runs over tcp or shm, not {v:?}")),
+                }
+            }
+            "-n" | "--connections" => {
+                o.connections = parse_u64(opt, &value("a count")?, 1, 1_000_000)?
+            }
+            "--json" => o.json = true,
+            "--serve" => o.serve = true,
+            a => return Err(format!("unknown argument {a:?} for `datperf scale`")),
+        }
+    }
+    Ok(Command::Scale(o))
 }
 
 #[cfg(test)]

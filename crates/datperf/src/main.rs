@@ -9,6 +9,7 @@ mod error;
 mod info;
 mod raw;
 mod report;
+mod scale;
 mod shmbase;
 mod suite;
 
@@ -35,6 +36,20 @@ fn main() {
         Ok(Command::Help) => out(&args::usage()),
         Ok(Command::Version) => out(&format!("datperf {}\n", env!("CARGO_PKG_VERSION"))),
         Ok(Command::Info(names)) => run_info(&names),
+        Ok(Command::Scale(o)) => {
+            let r = if o.serve {
+                scale::serve(&o).map(|()| String::new())
+            } else {
+                scale::run(&o)
+            };
+            match r {
+                Ok(text) => out(&text),
+                Err(e) => {
+                    eprintln!("datperf: error: {e}");
+                    1
+                }
+            }
+        }
         Ok(Command::Run(o)) => match run(&o) {
             Ok(text) => out(&text),
             Err(e) => {

@@ -148,6 +148,9 @@ fn bad_arguments_exit_2_with_a_message() {
         &["-n"],
         &["--bogus"],
         &["--client", "h", "--link", "loopback"],
+        &["scale", "--link", "loopback"],
+        &["scale", "-n", "0"],
+        &["scale", "--bogus"],
     ] {
         let out = run(args);
         let err = text(&out.stderr);
@@ -269,4 +272,27 @@ fn server_and_client_in_two_processes() {
         ]
     );
     drop(srv);
+}
+
+/// `datperf scale` over both two-process links: every connection ends ESTABLISHED and its
+/// message lands once and whole at the server process.
+#[test]
+fn scale_storm_establishes_every_connection_and_verifies_every_message() {
+    for link in ["tcp", "shm"] {
+        let out = run(&["scale", "--link", link, "-n", "200", "--json"]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{link}: {err}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        assert_eq!(v["connections"], 200, "{link}: {v}");
+        assert_eq!(v["established"], 200, "{link}: {v}");
+        assert_eq!(v["silent"], 0, "{link}: {v}");
+        assert_eq!(v["connect_errors"], 0, "{link}: {v}");
+        assert_eq!(v["messages_verified"], 200, "{link}: {v}");
+        assert_eq!(v["messages_bad"], 0, "{link}: {v}");
+        assert!(
+            v["connections_per_second"].as_f64().unwrap() > 0.0,
+            "{link}: {v}"
+        );
+        assert!(v["server_threads"].as_u64().unwrap() >= 1, "{link}: {v}");
+    }
 }

@@ -570,7 +570,7 @@ fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::IPV4, Type::STREAM.cloexec(), None)?;
     s.set_reuse_address(true)?;
     s.bind(&addr.into())?;
-    s.listen(128)?;
+    s.listen(i32::MAX)?; // clamped to net.core.somaxconn
     s.set_nonblocking(true)?;
     Ok(s.into())
 }
