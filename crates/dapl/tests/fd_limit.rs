@@ -10,6 +10,7 @@
 //! Its own test binary: it lowers the process's descriptor limit (one test at a time).
 
 use std::fs::File;
+use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -121,20 +122,6 @@ impl Setup {
         expect_conn(&self.conn, ConnectionEventKind::Established);
         expect_conn(&self.conn, ConnectionEventKind::Established);
     }
-
-    /// How many descriptors `ep.connect` takes before it returns (the requester's share), and
-    /// the pair it connected (dropping it would raise events).
-    fn descriptors_of_a_connect(&self) -> (u64, (Endpoint, Endpoint)) {
-        let (a, b) = (self.ep(), self.ep());
-        let before = open_fds();
-        a.connect(self.addr.ip(), self.q, T, b"").unwrap();
-        let n = open_fds() - before;
-        expect_cr(&self.cr_evd).cr.accept(Some(&b), b"").unwrap();
-        expect_conn(&self.conn, ConnectionEventKind::Established);
-        expect_conn(&self.conn, ConnectionEventKind::Established);
-        assert!(n >= 1, "a connect takes a descriptor");
-        (n, (a, b))
-    }
 }
 
 fn a_connect_without_a_descriptor_fails_at_once_with_insufficient_resources(link: &str) {
@@ -164,24 +151,24 @@ fn a_connect_without_a_descriptor_fails_at_once_with_insufficient_resources(link
     s.ia.close(CloseFlags::Abrupt).unwrap();
 }
 
-fn a_listener_without_a_descriptor_refuses_the_requester_at_once(link: &str) {
-    let _serial = LIMIT.lock().unwrap_or_else(|e| e.into_inner());
-    let s = Setup::new(link);
-    let (need, _measured) = s.descriptors_of_a_connect();
-    let (a, b) = (s.ep(), s.ep());
-    let mut lowered = Lowered::leaving(need + 8);
-    // The requester gets every descriptor left: the listener has none to accept with.
-    lowered.leave(need);
-    a.connect(s.addr.ip(), s.q, T, b"").unwrap();
-    let ev = s
-        .conn
-        .wait(Some(Duration::from_secs(5)), 1)
-        .unwrap()
-        .expect("the refused requester hears of it, well before its timeout");
-    let ev = ev.0.as_connection().expect("a connection event").clone();
+/// The listening process of the listener test (an ignored test run as a child): listens, then
+/// on the parent's word holds every descriptor it may have, then gives them back and accepts.
+/// Lines in on stdin, out on stdout.
+#[test]
+#[ignore = "run by a_listener_without_a_descriptor_refuses_the_requester_at_once_*"]
+fn listener_child() {
+    let link = std::env::var("DAPLRS_FD_CHILD_LINK").expect("run by the parent test");
+    let s = Setup::new(&link);
+    let mut lines = std::io::stdin().lines();
+    let mut next = move || lines.next().expect("a line from the parent").unwrap();
+    println!("qual={}", s.q);
+    assert_eq!(next(), "starve");
+    let mut lowered = Lowered::leaving(16);
+    lowered.leave(0);
+    println!("starved");
+    assert_eq!(next(), "feed");
     drop(lowered);
-    // Refused by the provider at the other end, not by its consumer.
-    assert_eq!(ev.kind, ConnectionEventKind::NonPeerRejected, "{ev:?}");
+    // The refused connection never became a CR arrival.
     assert!(
         s.cr_evd
             .wait(Some(Duration::from_millis(100)), 1)
@@ -189,11 +176,76 @@ fn a_listener_without_a_descriptor_refuses_the_requester_at_once(link: &str) {
             .is_none(),
         "no CR arrival for a refused connection"
     );
-    // Descriptors back: the listener serves the next requester.
-    let (c, d) = (s.ep(), s.ep());
-    s.connect_pair(&c, &d);
-    drop(b);
+    println!("fed");
+    let b = s.ep();
+    expect_cr(&s.cr_evd).cr.accept(Some(&b), b"").unwrap();
+    expect_conn(&s.conn, ConnectionEventKind::Established);
+    assert_eq!(next(), "exit");
     s.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+/// A listener that cannot get a descriptor for a waiting connection refuses it at once
+/// (NON_PEER_REJECTED at the requester, no CR arrival at the listener) and serves the next
+/// requester once descriptors are back. The listener is another process (this binary's
+/// `listener_child`), so nothing of the requester's counts against its descriptors.
+fn a_listener_without_a_descriptor_refuses_the_requester_at_once(link: &str) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let mut child = self_as_child(
+        &[],
+        "listener_child",
+        &[("DAPLRS_FD_CHILD_LINK", link.into())],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("spawn the listener");
+    let mut to = child.stdin.take().unwrap();
+    let mut from = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The child's stdout also carries the test harness's lines: look for ours.
+    let mut expect = |what: &str| -> String {
+        loop {
+            let l = from.next().expect("the listener's output").unwrap();
+            if let Some(at) = l.find(what) {
+                return l[at + what.len()..].to_string();
+            }
+        }
+    };
+    let q: ConnQual = expect("qual=").trim().parse().unwrap();
+    writeln!(to, "starve").unwrap();
+    expect("starved");
+    let (ia, _async) = InterfaceAdapter::open(link, 8).unwrap();
+    let pz = ia.pz_create().unwrap();
+    let conn = ia.evd_create(8, None, EvdFlags::CONNECTION).unwrap();
+    let dto = ia.evd_create(8, None, EvdFlags::DTO).unwrap();
+    let ep = || {
+        ia.endpoint(&pz)
+            .dto_evd(&dto)
+            .connect_evd(&conn)
+            .build()
+            .unwrap()
+    };
+    let a = ep();
+    a.connect(Ipv4Addr::LOCALHOST, q, T, b"").unwrap();
+    let (ev, _) = conn
+        .wait(Some(Duration::from_secs(5)), 1)
+        .unwrap()
+        .expect("the refused requester hears of it, well before its timeout");
+    let ev = ev.as_connection().expect("a connection event").clone();
+    // Refused by the provider at the other end, not by its consumer.
+    assert_eq!(ev.kind, ConnectionEventKind::NonPeerRejected, "{ev:?}");
+    writeln!(to, "feed").unwrap();
+    expect("fed");
+    // Descriptors back: the listener serves the next requester.
+    let c = ep();
+    c.connect(Ipv4Addr::LOCALHOST, q, T, b"").unwrap();
+    expect_conn(&conn, ConnectionEventKind::Established);
+    writeln!(to, "exit").unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "the listener process failed"
+    );
+    ia.close(CloseFlags::Abrupt).unwrap();
 }
 
 #[test]

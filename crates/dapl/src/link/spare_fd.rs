@@ -6,6 +6,10 @@
 //! reserve the listener instead frees it, accepts each waiting connection and closes it at once
 //! (the peer sees a reset and fails its connect now), and takes the reserve back. libuv and
 //! libevent users know this as the EMFILE trick.
+//!
+//! The reserve is opened when the link starts (a thread started later might find none left)
+//! and taken back right after each use; if another thread took that descriptor first, the
+//! listener has no reserve until one is free again, and wakes for its queue until then.
 
 use std::os::fd::OwnedFd;
 

@@ -430,9 +430,11 @@ impl ShmLink {
             next_token: AtomicU64::new(1),
         });
         let s2 = shared.clone();
+        // Opened here, not in the thread: a process out of descriptors by then has none.
+        let spare = SpareFd::new();
         let thread = std::thread::Builder::new()
             .name("dapl-shm".into())
-            .spawn(move || progress(s2))?;
+            .spawn(move || progress(s2, spare))?;
         Ok(Arc::new(ShmLink {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -759,9 +761,8 @@ impl Shared {
     }
 }
 
-fn progress(shared: Arc<Shared>) {
+fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
     let mut events = epoll::EventVec::with_capacity(64);
-    let mut spare = SpareFd::new();
     let mut rang = false;
     while !shared.stop.load(Ordering::SeqCst) {
         // While a consumer polls, look again when its window runs out: it may have stopped

@@ -396,9 +396,11 @@ impl TcpLink {
             opts,
         });
         let s2 = shared.clone();
+        // Opened here, not in the thread: a process out of descriptors by then has none.
+        let spare = SpareFd::new();
         let thread = std::thread::Builder::new()
             .name(format!("dapl-tcp-{ip}"))
-            .spawn(move || progress(s2))?;
+            .spawn(move || progress(s2, spare))?;
         Ok(Arc::new(TcpLink {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -576,9 +578,8 @@ fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 /// The progress thread: waits on epoll and dispatches.
-fn progress(shared: Arc<Shared>) {
+fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
     let mut events = epoll::EventVec::with_capacity(64);
-    let mut spare = SpareFd::new();
     let mut conn_events = epoll::EventVec::with_capacity(64);
     // Until when the thread keeps polling (it handled a connection and no consumer polls).
     let mut spin_until = 0u64;
@@ -750,7 +751,11 @@ pub(crate) fn connect_failed(
         return;
     }
     let kind = match kind {
-        ErrorKind::ConnectionRefused => ConnectionEventKind::NonPeerRejected,
+        // Refused, or reset once connected (a listener out of descriptors resets what waits
+        // in its queue): the other host's provider said no.
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset => {
+            ConnectionEventKind::NonPeerRejected
+        }
         _ => ConnectionEventKind::Unreachable,
     };
     ep.attempt_failed(attempt, kind, Vec::new());
