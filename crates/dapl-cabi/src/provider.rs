@@ -49,9 +49,44 @@ pub(crate) fn entry(name: &str) -> Option<&'static ProviderEntry> {
 /// on that local address (`crc` asks peers for MPA CRC32c; `dead_peer=<seconds>` bounds how
 /// long a silent peer keeps a connection, 30 s by default); `shm [<ipv4>]` the shared-memory
 /// link between processes of one host; `loopback [<ipv4>]` the in-process link. A bare IPv4
-/// address first means tcp.
+/// address first means tcp. Every link takes `max_eps=<n>`: the most endpoints the IA holds
+/// (16,384 by default).
 pub fn parse_ia_params(params: &str) -> Result<String, String> {
-    let words: Vec<&str> = params.split_whitespace().collect();
+    // `max_eps=<n>` (every link): the IA's endpoint limit, appended to the name the link
+    // parses (which then needs its address form).
+    let mut max_eps = None;
+    let words: Vec<&str> = params
+        .split_whitespace()
+        .filter(|w| match w.strip_prefix("max_eps=") {
+            Some(v) => {
+                max_eps = Some(v.to_string());
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let name = parse_link_words(&words)?;
+    let Some(n) = max_eps else {
+        return Ok(name);
+    };
+    match n.parse::<usize>() {
+        Ok(v) if (1..=dapl::MAX_EPS_LIMIT).contains(&v) => {}
+        _ => {
+            return Err(format!(
+                "max_eps={n}: the endpoint limit is a number in 1..={}",
+                dapl::MAX_EPS_LIMIT
+            ))
+        }
+    }
+    let name = match name.as_str() {
+        "loopback" | "shm" => format!("{name}:127.0.0.1"),
+        _ => name,
+    };
+    Ok(format!("{name},max_eps={n}"))
+}
+
+/// The link words of `ia_params` (options every link takes removed) -> a `dapl` IA name.
+fn parse_link_words(words: &[&str]) -> Result<String, String> {
     let (link, rest) = match words.split_first() {
         None => return Err("ia_params is empty (expected e.g. \"tcp 127.0.0.1\")".into()),
         Some((w, rest)) if w.parse::<Ipv4Addr>().is_ok() => ("tcp", &words[..=rest.len()]),
@@ -338,6 +373,16 @@ mod tests {
         assert_eq!(parse_ia_params("shm 127.0.0.1").unwrap(), "shm:127.0.0.1");
         assert_eq!(parse_ia_params("shm").unwrap(), "shm");
         assert!(parse_ia_params("shm 127.0.0.1 crc").is_err());
+        assert_eq!(
+            parse_ia_params("tcp 10.0.0.2 max_eps=50000 crc").unwrap(),
+            "tcp:10.0.0.2,crc,max_eps=50000"
+        );
+        assert_eq!(
+            parse_ia_params("shm max_eps=20000").unwrap(),
+            "shm:127.0.0.1,max_eps=20000"
+        );
+        assert!(parse_ia_params("tcp 10.0.0.2 max_eps=0").is_err());
+        assert!(parse_ia_params("loopback max_eps=lots").is_err());
         assert_eq!(
             parse_ia_params("loopback 127.0.0.2").unwrap(),
             "loopback:127.0.0.2"

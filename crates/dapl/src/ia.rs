@@ -31,7 +31,8 @@ pub struct IaAttr {
     pub vendor_name: &'static str,
     /// The IA's address.
     pub ia_address: IaAddress,
-    /// Most endpoints at once.
+    /// Most endpoints at once: 16,384 unless the IA name sets `max_eps=<n>`
+    /// (`"tcp:10.0.0.1,max_eps=50000"`; dat.conf: `"tcp 10.0.0.1 max_eps=50000"`).
     pub max_eps: usize,
     /// Most DTOs queued per direction per endpoint (`max_dto_per_ep`).
     pub max_dto_per_ep: usize,
@@ -328,6 +329,41 @@ fn shm_link(name: &str, rest: &str) -> Result<(LinkPair, IaAddress)> {
     }
 }
 
+/// Most endpoints an IA may be opened with (`max_eps=<n>`).
+pub const MAX_EPS_LIMIT: usize = 1 << 20;
+
+/// Splits the options every link takes (`,max_eps=<n>`) off an IA name: the name the link
+/// parses, and the endpoint limit if one was given.
+fn ia_options(name: &str) -> Result<(String, Option<usize>)> {
+    let mut parts = name.split(',');
+    let mut base = parts.next().unwrap_or_default().to_string();
+    let mut max_eps = None;
+    for p in parts {
+        match p.trim().strip_prefix("max_eps=") {
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if (1..=MAX_EPS_LIMIT).contains(&n) => max_eps = Some(n),
+                _ => {
+                    return err(
+                        ErrorType::InvalidParameter,
+                        Subtype::InvalidArg1,
+                        "ia_open",
+                        Object::new("ia", 0),
+                        format!(
+                            "{p:?} in IA name {name:?}: the endpoint limit is a number in \
+                             1..={MAX_EPS_LIMIT}"
+                        ),
+                    )
+                }
+            },
+            None => {
+                base.push(',');
+                base.push_str(p);
+            }
+        }
+    }
+    Ok((base, max_eps))
+}
+
 impl InterfaceAdapter {
     /// Opens an IA by name (`dat_ia_open`) and creates its async EVD with `async_evd_qlen`.
     ///
@@ -345,13 +381,19 @@ impl InterfaceAdapter {
     ///   one host (rings in shared memory; the address names the rendezvous only). Each shm
     ///   IA runs one progress thread.
     ///
+    /// Every form with an address also takes `",max_eps=<n>"`: the most endpoints the IA
+    /// holds at once ([`IaAttr::max_eps`]; 16,384 by default, at most [`MAX_EPS_LIMIT`]). A
+    /// tcp endpoint that connects also needs a file descriptor (`ulimit -n`), a shm one three.
+    ///
     /// Other names are `DAT_PROVIDER_NOT_FOUND`.
     pub fn open(name: &str, async_evd_qlen: usize) -> Result<(InterfaceAdapter, Evd)> {
         const OP: &str = "ia_open";
         let obj = Object::new("ia", 0);
         let mut tcp = None;
-        let ((link, progress), addr): (LinkPair, IaAddress) = match name.split_once(':') {
-            None if name == "loopback" => (
+        let (base, max_eps) = ia_options(name)?;
+        let base = base.as_str();
+        let ((link, progress), addr): (LinkPair, IaAddress) = match base.split_once(':') {
+            None if base == "loopback" => (
                 link::loopback::link(),
                 SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             ),
@@ -367,7 +409,7 @@ impl InterfaceAdapter {
                 })?;
                 (link::loopback::link(), SocketAddr::new(IpAddr::V4(ip), 0))
             }
-            None if name == "tcp" => {
+            None if base == "tcp" => {
                 let (l, addr) = tcp_link(name, "127.0.0.1")?;
                 tcp = Some(l.clone());
                 ((l.clone(), l), addr)
@@ -377,7 +419,7 @@ impl InterfaceAdapter {
                 tcp = Some(l.clone());
                 ((l.clone(), l), addr)
             }
-            None if name == "shm" => shm_link(name, "127.0.0.1")?,
+            None if base == "shm" => shm_link(name, "127.0.0.1")?,
             Some(("shm", rest)) => shm_link(name, rest)?,
             _ => {
                 return err(
@@ -387,12 +429,16 @@ impl InterfaceAdapter {
                     obj,
                     format!(
                         "no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\", \
-                         \"tcp\", \"tcp:<ipv4>[,crc][,dead_peer=<seconds>]\", \"shm\", \"shm:<ipv4>\")"
+                         \"tcp\", \"tcp:<ipv4>[,crc][,dead_peer=<seconds>]\", \"shm\", \"shm:<ipv4>\"; \
+                         every form with an address also takes \",max_eps=<n>\")"
                     ),
                 )
             }
         };
-        let attr = IaAttr::defaults(name, addr, &link.caps());
+        let mut attr = IaAttr::defaults(name, addr, &link.caps());
+        if let Some(n) = max_eps {
+            attr.max_eps = n;
+        }
         if async_evd_qlen == 0 || async_evd_qlen > attr.max_evd_qlen {
             return err(
                 ErrorType::InvalidParameter,

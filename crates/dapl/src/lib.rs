@@ -103,7 +103,7 @@ pub use event::{
     AsyncEvent, AsyncKind, AsyncSubject, ConnectionEvent, ConnectionEventKind, CrArrival,
     DtoCompletion, Event, RmrBindCompletion,
 };
-pub use ia::{IaAttr, InterfaceAdapter, ProviderAttr};
+pub use ia::{IaAttr, InterfaceAdapter, ProviderAttr, MAX_EPS_LIMIT};
 pub use lmr::{Lmr, LmrParam};
 pub use pz::Pz;
 pub use rmr::{Rmr, RmrParam};

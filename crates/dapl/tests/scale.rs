@@ -108,3 +108,41 @@ per_link!(
         sia.close(CloseFlags::Abrupt).unwrap();
     }
 );
+
+/// The endpoint limit is reported (`ia_query`'s `max_eps`), enforced with
+/// `DAT_INSUFFICIENT_RESOURCES` and a reason, and set by the IA name's `max_eps=<n>`: raised
+/// past the default, an IA holds more endpoints than 16,384.
+#[test]
+fn the_endpoint_limit_is_reported_enforced_and_raised_by_the_ia_name() {
+    let (ia, _a) = InterfaceAdapter::open("loopback", 8).unwrap();
+    assert_eq!(ia.query().unwrap().max_eps, 16_384);
+    drop(ia);
+    let (ia, _a) = InterfaceAdapter::open("loopback:127.0.0.1,max_eps=3", 8).unwrap();
+    assert_eq!(ia.query().unwrap().max_eps, 3);
+    let pz = ia.pz_create().unwrap();
+    let eps: Vec<_> = (0..3).map(|_| ia.endpoint(&pz).build().unwrap()).collect();
+    let e = ia.endpoint(&pz).build().unwrap_err();
+    assert_eq!(e.kind(), ErrorType::InsufficientResources, "{e}");
+    assert!(e.to_string().contains("max_eps"), "{e}");
+    drop(eps);
+    ia.endpoint(&pz).build().unwrap();
+    drop(ia);
+
+    let big = 20_000;
+    let (ia, _a) = InterfaceAdapter::open(&format!("loopback:127.0.0.1,max_eps={big}"), 8).unwrap();
+    assert_eq!(ia.query().unwrap().max_eps, big);
+    let pz = ia.pz_create().unwrap();
+    let eps: Vec<_> = (0..big)
+        .map(|_| ia.endpoint(&pz).build().unwrap())
+        .collect();
+    assert!(ia.endpoint(&pz).build().is_err());
+    drop(eps);
+
+    for bad in ["tcp:127.0.0.1,max_eps=0", "shm:127.0.0.1,max_eps=x"] {
+        let e = InterfaceAdapter::open(bad, 8).unwrap_err();
+        assert_eq!(e.kind(), ErrorType::InvalidParameter, "{bad}: {e}");
+        assert!(e.to_string().contains("endpoint limit"), "{bad}: {e}");
+    }
+    let (ia, _a) = InterfaceAdapter::open("tcp:127.0.0.1,crc,max_eps=50000", 8).unwrap();
+    assert_eq!(ia.query().unwrap().max_eps, 50_000);
+}

@@ -89,6 +89,12 @@ fn raise_fd_limit() -> u64 {
     }
 }
 
+/// The IA name of either side, with room for every endpoint.
+fn ia_name(o: &ScaleOptions) -> String {
+    let base = o.link.ia_name(Ipv4Addr::LOCALHOST);
+    format!("{base},max_eps={}", o.connections.max(16_384))
+}
+
 /// Runs the scale benchmark (the client side) and returns its report.
 pub fn run(o: &ScaleOptions) -> Result<String> {
     if o.link == LinkKind::Loopback {
@@ -224,7 +230,7 @@ fn dat_storm(o: &ScaleOptions, server: &mut Server) -> Result<DatStorm> {
     let n = o.connections;
     let w = server.ask("listen")?;
     let qual = get(&w, "qual")?;
-    let name = o.link.ia_name(Ipv4Addr::LOCALHOST);
+    let name = ia_name(o);
     let (ia, _async) = InterfaceAdapter::open(&name, 64).ctx(format!("opening IA {name:?}"))?;
     let pz = ia.pz_create()?;
     let conn = ia.evd_create(2 * n as usize, None, EvdFlags::CONNECTION)?;
@@ -477,7 +483,7 @@ fn serve_dat(
     say: &mut dyn FnMut(String) -> Result<()>,
 ) -> Result<()> {
     let n = o.connections;
-    let name = o.link.ia_name(Ipv4Addr::LOCALHOST);
+    let name = ia_name(o);
     let (ia, _async) = InterfaceAdapter::open(&name, 64).ctx(format!("opening IA {name:?}"))?;
     let pz = ia.pz_create()?;
     let srq = ia.srq_create(

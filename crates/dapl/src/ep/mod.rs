@@ -230,7 +230,11 @@ impl InterfaceAdapter {
                 Subtype::ResourceTep,
                 op,
                 obj,
-                format!("the IA already has {} endpoints", o.eps.len()),
+                format!(
+                    "the IA already has {} endpoints, its max_eps (open it with \
+                     \",max_eps=<n>\" after its address to allow more)",
+                    o.eps.len()
+                ),
             );
         }
         let id = ia.next_id();
