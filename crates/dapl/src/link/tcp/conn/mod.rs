@@ -43,8 +43,12 @@ use crate::engine::port::{Connection, Listener, OutMsg, TxOutcome};
 use crate::engine::qp::{Qp, RecvWr};
 use crate::types::{DtoStatus, EpState, IaAddress};
 
-/// Staging buffer for inbound bytes: holds several full-size FPDUs.
+/// Staging buffer for inbound bytes, at most: holds several full-size FPDUs.
 const RX_BUF: usize = 256 * 1024;
+/// The staging buffer a connection starts with: it grows (to [`RX_BUF`]) only when a read
+/// fills it, so ten thousand quiet connections do not each hold 256 KiB (glibc serves a
+/// 256 KiB calloc from its heap, zeroed by hand, once its mmap threshold has risen).
+const RX_BUF_START: usize = 4 * 1024;
 
 enum Phase {
     /// Active side: TCP connect in progress.
@@ -166,7 +170,7 @@ impl TcpConn {
             ep: Mutex::new(Weak::new()),
             rx: Mutex::new(Rx {
                 phase,
-                buf: vec![0u8; RX_BUF].into_boxed_slice(),
+                buf: vec![0u8; RX_BUF_START].into_boxed_slice(),
                 start: 0,
                 end: 0,
                 crc: false,

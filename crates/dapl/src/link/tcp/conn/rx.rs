@@ -28,7 +28,7 @@ use iwarp::Segment;
 
 use super::cut_through::{CutSrc, CutStep};
 use super::tx::parse_write_immed_data;
-use super::{Phase, Rx, TcpConn};
+use super::{Phase, Rx, TcpConn, RX_BUF};
 use crate::engine::port::Payload;
 use crate::engine::qp::{place_at, PlaceFault, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::link::tcp::{lock, LINGER, RNR_GRACE};
@@ -114,6 +114,13 @@ impl TcpConn {
             }
             if drained {
                 return got;
+            }
+            // A buffer that is full (a frame longer than it) or that the last read filled (the
+            // peer streams) grows, up to RX_BUF.
+            if (rx.end == rx.buf.len() || got) && rx.buf.len() < RX_BUF {
+                let mut bigger = vec![0u8; (rx.buf.len() * 4).min(RX_BUF)].into_boxed_slice();
+                bigger[..rx.end].copy_from_slice(&rx.buf[..rx.end]);
+                rx.buf = bigger;
             }
             let end = rx.end;
             let room = rx.buf.len() - end;
