@@ -9,4 +9,6 @@ pub(crate) mod region;
 pub(crate) mod table;
 
 pub(crate) use region::RegionMemory;
-pub(crate) use table::{seg_span, EntryKind, LocalFault, MemTable, RemoteFault, Seg};
+pub(crate) use table::{
+    seg_span, EntryKind, EntryOwner, InvalidateFault, LocalFault, MemTable, RemoteFault, Seg,
+};

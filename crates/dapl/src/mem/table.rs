@@ -10,6 +10,11 @@
 //! back at most once per `REUSE_AFTER` registrations, so a stale STag (a peer's, of a freed
 //! region) matches a new one only after 256 reuses of its index, that is after more than
 //! 255 x `REUSE_AFTER` (261,120) registrations. STag 0 is never issued.
+//!
+//! An entry may have an owner ([`EntryOwner`]): it learns once that the entry left the table,
+//! whoever removed it (its own unbind or free, or a peer's Send with Invalidate,
+//! [`MemTable::invalidate`]). That is how a DAT RMR learns of a remote invalidation without the
+//! engine knowing DAT objects.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
@@ -61,7 +66,19 @@ pub enum EntryKind {
     Rmr,
 }
 
-#[derive(Clone, Debug)]
+/// Who learns that a memory-table entry left the table (a bound RMR: its binding). Its
+/// [`removed`](EntryOwner::removed) runs exactly once per entry, after the entry is gone and the
+/// table's lock is released, whoever removed it: [`MemTable::remove`],
+/// [`MemTable::remove_owned`] or a remote invalidation ([`MemTable::invalidate`]). It runs in
+/// the remover's thread (a link's receive path for an invalidation), with no table lock held,
+/// so it may not block on anything a link's thread waits for; it must not call back into the
+/// table for the same entry.
+pub trait EntryOwner: Send + Sync {
+    /// The entry is gone: no access resolves its STag any more.
+    fn removed(&self);
+}
+
+#[derive(Clone)]
 struct Entry {
     key: u8,
     kind: EntryKind,
@@ -72,6 +89,8 @@ struct Entry {
     len: u64,
     pz: u64,
     privs: MemPriv,
+    /// Told when the entry leaves the table.
+    owner: Option<Arc<dyn EntryOwner>>,
 }
 
 /// Why a local segment was refused (mapped to DAT return codes by the caller).
@@ -98,6 +117,25 @@ pub enum RemoteFault {
     AccessRights,
     /// Offset and length reach outside the region (or overflow).
     BaseBounds,
+}
+
+/// Why a remote invalidation (an inbound RFC 5040 Send with Invalidate) was refused (mapped to
+/// a Terminate by the link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidateFault {
+    /// No live entry with that STag.
+    InvalidStag,
+    /// The entry is in another protection zone than the endpoint.
+    PzMismatch,
+    /// The STag is an LMR's: a registration, not a window, cannot be invalidated by a peer
+    /// (as in verbs, where only memory windows and fast-registered regions can).
+    NotInvalidatable,
+}
+
+/// True if `a` and `b` are the same owner (by address: the vtables of one type may differ
+/// between codegen units).
+fn same_owner(a: &Arc<dyn EntryOwner>, b: &Arc<dyn EntryOwner>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
 }
 
 /// The table. One per Interface Adapter.
@@ -137,6 +175,33 @@ impl MemTable {
         privs: MemPriv,
         max: usize,
     ) -> Option<u32> {
+        self.insert_owned(
+            kind,
+            region,
+            region_offset,
+            base_va,
+            len,
+            pz,
+            privs,
+            max,
+            None,
+        )
+    }
+
+    /// [`insert`](Self::insert) with an owner, told once when the entry leaves the table.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_owned(
+        &self,
+        kind: EntryKind,
+        region: Arc<RegionMemory>,
+        region_offset: usize,
+        base_va: u64,
+        len: u64,
+        pz: u64,
+        privs: MemPriv,
+        max: usize,
+        owner: Option<Arc<dyn EntryOwner>>,
+    ) -> Option<u32> {
         let mut t = self.inner.write().unwrap_or_else(|p| p.into_inner());
         if t.live >= max {
             return None;
@@ -165,25 +230,67 @@ impl MemTable {
             len,
             pz,
             privs,
+            owner,
         });
         t.live += 1;
         Some(index << 8 | key as u32)
     }
 
-    /// Removes the entry for `stag`; true if it was there.
+    /// Removes the entry for `stag`; true if it was there. Its owner, if any, is told.
     pub fn remove(&self, stag: u32) -> bool {
-        let mut t = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        let index = (stag >> 8) as usize;
-        let key = stag as u8;
-        match t.slots.get_mut(index) {
-            Some((_, slot @ Some(_))) if slot.as_ref().is_some_and(|e| e.key == key) => {
-                *slot = None;
-                t.free.push_back(index as u32);
-                t.live -= 1;
-                true
+        self.remove_if(stag, |_| true).is_some()
+    }
+
+    /// Removes the entry for `stag` only if `owner` owns it (a stale STag whose index now
+    /// names another entry is left alone); true if it was there. `owner` is told.
+    pub fn remove_owned(&self, stag: u32, owner: &Arc<dyn EntryOwner>) -> bool {
+        self.remove_if(stag, |e| {
+            e.owner.as_ref().is_some_and(|o| same_owner(o, owner))
+        })
+        .is_some()
+    }
+
+    /// A peer's Send with Invalidate (RFC 5040) names `stag` for an endpoint in `pz`: only a
+    /// bound RMR (a window) of that PZ can be invalidated. It leaves the table at once (every
+    /// later access with the STag is refused as an invalid STag) and its owner is told.
+    pub fn invalidate(&self, stag: u32, pz: u64) -> Result<(), InvalidateFault> {
+        let mut fault = InvalidateFault::InvalidStag;
+        let removed = self.remove_if(stag, |e| {
+            fault = if e.pz != pz {
+                InvalidateFault::PzMismatch
+            } else if e.kind != EntryKind::Rmr {
+                InvalidateFault::NotInvalidatable
+            } else {
+                return true;
+            };
+            false
+        });
+        removed.map(|_| ()).ok_or(fault)
+    }
+
+    /// Removes the live entry for `stag` if `pred` accepts it, then (the lock released) tells
+    /// its owner. Returns the removed entry.
+    fn remove_if(&self, stag: u32, pred: impl FnOnce(&Entry) -> bool) -> Option<Entry> {
+        let removed = {
+            let mut t = self.inner.write().unwrap_or_else(|p| p.into_inner());
+            let index = (stag >> 8) as usize;
+            let key = stag as u8;
+            let slot = match t.slots.get_mut(index) {
+                Some((_, slot)) if slot.as_ref().is_some_and(|e| e.key == key) => slot,
+                _ => return None,
+            };
+            if !pred(slot.as_ref().expect("checked above")) {
+                return None;
             }
-            _ => false,
+            let e = slot.take();
+            t.free.push_back(index as u32);
+            t.live -= 1;
+            e
+        };
+        if let Some(o) = removed.as_ref().and_then(|e| e.owner.as_ref()) {
+            o.removed();
         }
+        removed
     }
 
     /// Number of live entries.
@@ -397,6 +504,115 @@ mod tests {
             assert_ne!(s, first, "registration {n} got the freed STag again");
             assert!(t.remove(s));
         }
+    }
+
+    /// Counts the calls of its `removed`.
+    #[derive(Default)]
+    struct Counter(std::sync::atomic::AtomicUsize);
+
+    impl EntryOwner for Counter {
+        fn removed(&self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl Counter {
+        fn calls(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    fn owned_window(t: &MemTable, r: &Arc<RegionMemory>, pz: u64) -> (u32, Arc<Counter>) {
+        let c = Arc::new(Counter::default());
+        let owner: Arc<dyn EntryOwner> = c.clone();
+        let stag = t
+            .insert_owned(
+                EntryKind::Rmr,
+                r.clone(),
+                0,
+                r.addr(),
+                64,
+                pz,
+                MemPriv::REMOTE_WRITE,
+                1 << 12,
+                Some(owner),
+            )
+            .unwrap();
+        (stag, c)
+    }
+
+    #[test]
+    fn invalidate_removes_only_a_window_of_the_endpoints_pz_and_tells_its_owner_once() {
+        let (t, lmr, va) = table_with_region(MemPriv::ALL);
+        let r = Arc::new(RegionMemory::allocate(64).unwrap());
+        let (win, owner) = owned_window(&t, &r, 7);
+        // An LMR's STag is not invalidatable; a window of another PZ is protected; nothing
+        // changes either way.
+        assert_eq!(t.invalidate(lmr, 7), Err(InvalidateFault::NotInvalidatable));
+        assert_eq!(t.invalidate(win, 8), Err(InvalidateFault::PzMismatch));
+        assert_eq!(t.invalidate(lmr, 8), Err(InvalidateFault::PzMismatch));
+        assert_eq!(t.invalidate(win ^ 1, 7), Err(InvalidateFault::InvalidStag));
+        assert_eq!(t.invalidate(0, 7), Err(InvalidateFault::InvalidStag));
+        assert_eq!(owner.calls(), 0);
+        assert!(t
+            .resolve_remote(lmr, va, 1, 7, MemPriv::REMOTE_WRITE)
+            .is_ok());
+        assert!(t
+            .resolve_remote(win, r.addr(), 64, 7, MemPriv::REMOTE_WRITE)
+            .is_ok());
+        // The window goes, once.
+        assert_eq!(t.invalidate(win, 7), Ok(()));
+        assert_eq!(owner.calls(), 1);
+        assert_eq!(
+            t.resolve_remote(win, r.addr(), 1, 7, MemPriv::REMOTE_WRITE)
+                .unwrap_err(),
+            RemoteFault::InvalidStag
+        );
+        assert_eq!(t.invalidate(win, 7), Err(InvalidateFault::InvalidStag));
+        let as_dyn: Arc<dyn EntryOwner> = owner.clone();
+        assert!(!t.remove_owned(win, &as_dyn), "already gone");
+        assert!(!t.remove(win));
+        assert_eq!(owner.calls(), 1, "told exactly once");
+    }
+
+    #[test]
+    fn remove_owned_leaves_an_entry_of_another_owner_alone() {
+        let t = MemTable::default();
+        let r = Arc::new(RegionMemory::allocate(64).unwrap());
+        let (a, owner_a) = owned_window(&t, &r, 7);
+        let (b, owner_b) = owned_window(&t, &r, 7);
+        let dyn_a: Arc<dyn EntryOwner> = owner_a.clone();
+        let dyn_b: Arc<dyn EntryOwner> = owner_b.clone();
+        // A's owner cannot remove B's entry, even by B's STag.
+        assert!(!t.remove_owned(b, &dyn_a));
+        assert!(t
+            .resolve_remote(b, r.addr(), 1, 7, MemPriv::REMOTE_WRITE)
+            .is_ok());
+        assert!(t.remove_owned(a, &dyn_a));
+        assert_eq!((owner_a.calls(), owner_b.calls()), (1, 0));
+        // A stale context whose index was reused: the new entry stays. Free indexes come back
+        // once REUSE_AFTER are free.
+        let mut reused = None;
+        for _ in 0..=REUSE_AFTER {
+            let (s, o) = owned_window(&t, &r, 7);
+            if s >> 8 == a >> 8 {
+                reused = Some((s, o));
+                break;
+            }
+            let d: Arc<dyn EntryOwner> = o.clone();
+            assert!(t.remove_owned(s, &d));
+        }
+        let (s, o) = reused.expect("the index is reused");
+        assert!(!t.remove_owned(a, &dyn_a));
+        assert!(
+            !t.remove_owned(s, &dyn_a),
+            "another owner's entry at the same STag"
+        );
+        assert_eq!(o.calls(), 0);
+        assert!(t.remove_owned(b, &dyn_b));
+        // A plain remove tells the owner too.
+        assert!(t.remove(s));
+        assert_eq!((owner_a.calls(), owner_b.calls(), o.calls()), (1, 1, 1));
     }
 
     #[test]
