@@ -5,7 +5,7 @@ use crate::ep::Endpoint;
 use crate::rmr::Rmr;
 use crate::sp::ServicePoint;
 pub use crate::types::ConnectionEventKind;
-use crate::types::{ConnQual, Cookie, DtoOp, DtoStatus};
+use crate::types::{ConnQual, Cookie, DtoOp, DtoStatus, RmrContext};
 
 /// `DAT_EVENT_NUMBER` values.
 pub mod number {
@@ -78,6 +78,10 @@ pub struct DtoCompletion {
     /// successful [`DtoOp::RecvImmed`] completion (`DAT_IB_EXTENSION_EVENT_DATA`'s
     /// `val.immed.data`).
     pub immediate: Option<u32>,
+    /// The RMR context the peer's Send with Invalidate invalidated here: `Some` exactly for a
+    /// successful [`DtoOp::ReceiveWithInvalidate`] completion (`rmr_context` of
+    /// `DAT_DTO_COMPLETION_EVENT_DATA`). That RMR is unbound from then on.
+    pub rmr_context: Option<RmrContext>,
 }
 
 /// `DAT_RMR_BIND_COMPLETION_EVENT_DATA`.

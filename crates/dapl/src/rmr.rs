@@ -9,17 +9,57 @@ use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{Event, RmrBindCompletion};
 use crate::handle::{Handle, Owned};
 use crate::lmr::Lmr;
-use crate::mem::EntryKind;
+use crate::mem::{EntryKind, EntryOwner};
 use crate::pz::Pz;
 use crate::types::{
     CompletionFlags, Cookie, DtoStatus, LmrTriplet, MemPriv, RmrContext, RmrTriplet,
 };
 
 pub(crate) struct Binding {
-    lmr: Lmr,
+    /// Owns the memory-table entry; holds the LMR.
+    owner: Arc<BindingOwner>,
     context: u32,
     triplet: LmrTriplet,
     privs: MemPriv,
+}
+
+/// The owner of a binding's memory-table entry: told once when the entry leaves the table,
+/// whoever removed it (this RMR's rebind, unbind or free, or a peer's Send with Invalidate, in
+/// a link's thread). It gives back the binding's use of the LMR then, so the LMR's `users`
+/// count drops exactly once per binding and `lmr_free` works after a remote invalidation.
+pub(crate) struct BindingOwner {
+    lmr: Lmr,
+    gone: AtomicBool,
+}
+
+impl EntryOwner for BindingOwner {
+    fn removed(&self) {
+        if !self.gone.swap(true, Ordering::AcqRel) {
+            self.lmr.0.users.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Binding {
+    /// False once the entry left the table (a peer invalidated it): the RMR is unbound.
+    fn live(&self) -> bool {
+        !self.owner.gone.load(Ordering::Acquire)
+    }
+
+    /// Removes the entry if it is still this binding's (its owner is told, once).
+    fn remove(&self, memtable: &crate::mem::MemTable) {
+        let owner: Arc<dyn EntryOwner> = self.owner.clone();
+        memtable.remove_owned(self.context, &owner);
+    }
+}
+
+/// The binding, if still live; a binding a peer invalidated is dropped here (with its LMR
+/// handle: the LMR is no longer this RMR's).
+fn live_binding(b: &mut Option<Binding>) -> Option<&Binding> {
+    if b.as_ref().is_some_and(|b| !b.live()) {
+        *b = None;
+    }
+    b.as_ref()
 }
 
 pub(crate) struct RmrInner {
@@ -185,8 +225,8 @@ impl Rmr {
             );
         }
         let mut b = self.0.binding.lock().unwrap_or_else(|p| p.into_inner());
-        let context = if triplet.segment_length == 0 {
-            0
+        let new = if triplet.segment_length == 0 {
+            None
         } else {
             let seg = ia
                 .memtable
@@ -206,7 +246,15 @@ impl Rmr {
                         "the triplet does not lie inside the LMR",
                     )
                 })?;
-            let Some(ctx) = ia.memtable.insert(
+            let owner = Arc::new(BindingOwner {
+                lmr: lmr.clone(),
+                gone: AtomicBool::new(false),
+            });
+            // Counted before the entry exists: a peer may invalidate it (its owner gives the
+            // use back) as soon as it is in the table.
+            lmr.0.users.fetch_add(1, Ordering::AcqRel);
+            let as_dyn: Arc<dyn EntryOwner> = owner.clone();
+            let Some(ctx) = ia.memtable.insert_owned(
                 EntryKind::Rmr,
                 seg.region,
                 seg.offset,
@@ -215,7 +263,9 @@ impl Rmr {
                 self.0.pz.0.id,
                 privs,
                 ia.attr.max_rmrs,
+                Some(as_dyn),
             ) else {
+                lmr.0.users.fetch_sub(1, Ordering::AcqRel);
                 return err(
                     ErrorType::InsufficientResources,
                     Subtype::ResourceMemoryRegion,
@@ -224,21 +274,20 @@ impl Rmr {
                     "the memory table is full",
                 );
             };
-            ctx
-        };
-        if let Some(old) = b.take() {
-            ia.memtable.remove(old.context);
-            old.lmr.0.users.fetch_sub(1, Ordering::AcqRel);
-        }
-        if context != 0 {
-            lmr.0.users.fetch_add(1, Ordering::AcqRel);
-            *b = Some(Binding {
-                lmr: lmr.clone(),
-                context,
+            Some(Binding {
+                owner,
+                context: ctx,
                 triplet,
                 privs,
-            });
+            })
+        };
+        // The old binding's entry goes (unless a peer invalidated it already: its use of the
+        // LMR was given back then).
+        if let Some(old) = b.take() {
+            old.remove(&ia.memtable);
         }
+        let context = new.as_ref().map_or(0, |n| n.context);
+        *b = new;
         drop(b);
         if !flags.contains(CompletionFlags::SUPPRESS) {
             if let Some(evd) = ep.0.request_evd.as_ref() {
@@ -257,8 +306,8 @@ impl Rmr {
 
     /// The remote buffer a peer uses for this binding (`None` when unbound).
     pub fn rmr_triplet(&self) -> Option<RmrTriplet> {
-        let b = self.0.binding.lock().unwrap_or_else(|p| p.into_inner());
-        b.as_ref().map(|b| {
+        let mut b = self.0.binding.lock().unwrap_or_else(|p| p.into_inner());
+        live_binding(&mut b).map(|b| {
             RmrTriplet::new(
                 b.context,
                 b.triplet.virtual_address,
@@ -267,10 +316,12 @@ impl Rmr {
         })
     }
 
-    /// `dat_rmr_query`.
+    /// `dat_rmr_query`. An RMR a peer's Send with Invalidate invalidated is unbound (context
+    /// 0, no triplet).
     pub fn query(&self) -> Result<RmrParam> {
         self.check("rmr_query")?;
-        let b = self.0.binding.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.0.binding.lock().unwrap_or_else(|p| p.into_inner());
+        let b = live_binding(&mut b);
         Ok(RmrParam {
             pz_id: self.0.pz.0.id,
             lmr_triplet: b.as_ref().map(|b| b.triplet),
@@ -299,8 +350,7 @@ impl RmrInner {
             .unwrap_or_else(|p| p.into_inner())
             .take()
         {
-            ia.memtable.remove(old.context);
-            old.lmr.0.users.fetch_sub(1, Ordering::AcqRel);
+            old.remove(&ia.memtable);
         }
         self.pz.0.unuse();
         ia.objects().rmrs.remove(&self.id);

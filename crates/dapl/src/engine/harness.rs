@@ -82,6 +82,7 @@ impl Recorder {
 pub(crate) enum Msg {
     Send {
         solicited: bool,
+        invalidate: Option<u32>,
         bytes: Vec<u8>,
     },
     Write {
@@ -181,8 +182,13 @@ impl Wire {
 impl Connection for Wire {
     fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
         let m = match msg {
-            OutMsg::Send { solicited, payload } => Msg::Send {
+            OutMsg::Send {
                 solicited,
+                invalidate,
+                payload,
+            } => Msg::Send {
+                solicited,
+                invalidate,
                 bytes: bytes_of(payload),
             },
             OutMsg::Write { stag, to, payload } => Msg::Write {
@@ -416,9 +422,11 @@ impl Pair {
     fn deliver(wire: &Wire, from: &Arc<Qp>, to: &Arc<Qp>) -> Option<(Msg, Delivered)> {
         let m = wire.queue.lock().unwrap().pop_front()?;
         let d = match &m {
-            Msg::Send { solicited, bytes } => {
-                Delivered::Send(to.rx_send(*solicited, Payload::Bytes(bytes)))
-            }
+            Msg::Send {
+                solicited,
+                invalidate,
+                bytes,
+            } => Delivered::Send(to.rx_send(*solicited, *invalidate, Payload::Bytes(bytes))),
             Msg::Write {
                 stag,
                 to: at,

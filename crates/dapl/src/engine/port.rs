@@ -33,9 +33,11 @@ impl Payload<'_> {
 
 /// One RDMAP message handed to a link.
 pub(crate) enum OutMsg<'a> {
-    /// Send (RFC 5040 Send / Send with SE).
+    /// Send (RFC 5040 Send / Send with SE), or Send with Invalidate (with SE) when
+    /// `invalidate` names an STag of the peer's to invalidate before its receive completes.
     Send {
         solicited: bool,
+        invalidate: Option<u32>,
         payload: Payload<'a>,
     },
     /// RDMA Write into the peer's `stag` at tagged offset `to`.

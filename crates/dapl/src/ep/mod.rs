@@ -25,7 +25,9 @@ use crate::handle::{Handle, Owned};
 use crate::ia::{IaInner, InterfaceAdapter, MAX_IOV};
 use crate::pz::Pz;
 use crate::srq::Srq;
-use crate::types::{CloseFlags, CompletionFlags, ConnQual, EpState, EvdFlags, IaAddress};
+use crate::types::{
+    CloseFlags, CompletionFlags, ConnQual, EpState, EvdFlags, IaAddress, RmrContext,
+};
 
 pub use crate::types::EpAttr;
 
@@ -422,6 +424,7 @@ impl QpUpcalls for EpInner {
                     transferred_length: c.len,
                     operation: c.op,
                     immediate: c.immediate,
+                    rmr_context: c.rmr_context.map(RmrContext),
                 }),
                 c.signalled,
             );

@@ -7,7 +7,7 @@ use crate::engine::qp::{RecvWr, ReqOp, Segs, SendWr};
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::ia::IaInner;
 use crate::mem::LocalFault;
-use crate::types::{CompletionFlags, Cookie, EpState, LmrTriplet, MemPriv, RmrTriplet};
+use crate::types::{CompletionFlags, Cookie, EpState, LmrTriplet, MemPriv, RmrContext, RmrTriplet};
 
 /// What a post resolved and how it must complete.
 pub(crate) struct Resolved {
@@ -181,7 +181,7 @@ impl Endpoint {
         let allowed = match rop {
             // A write with immediate data consumes a receive at the peer, as a Send does: the
             // sender may ask for a solicited event there (RFC 7306 opcode 9).
-            ReqOp::Send | ReqOp::WriteImmed(_) => {
+            ReqOp::Send | ReqOp::SendInvalidate(_) | ReqOp::WriteImmed(_) => {
                 CompletionFlags::SUPPRESS
                     | CompletionFlags::SOLICITED_WAIT
                     | CompletionFlags::UNSIGNALLED
@@ -210,7 +210,7 @@ impl Endpoint {
         };
         let r = EpInner::resolve_iov(&ep.ia, ep.pz.0.id, iov, max_iov, need, op, ep.object())?;
         let max = match rop {
-            ReqOp::Send => ep.ia.attr.max_message_size,
+            ReqOp::Send | ReqOp::SendInvalidate(_) => ep.ia.attr.max_message_size,
             _ => ep.ia.attr.max_rdma_size,
         };
         let size = if rop == ReqOp::Read {
@@ -296,6 +296,36 @@ impl Endpoint {
         self.post_request(
             "ep_post_send",
             ReqOp::Send,
+            iov,
+            cookie.into(),
+            RmrTriplet::default(),
+            flags,
+        )
+    }
+
+    /// Posts a Send with Invalidate (`dat_ep_post_send_with_invalidate` with `invalidate_flag`
+    /// TRUE): a send of `iov` exactly as [`post_send`](Self::post_send) (same flags, checks and
+    /// errors; this side completes as an ordinary [`DtoOp::Send`](crate::types::DtoOp::Send)),
+    /// which asks the peer to invalidate its RMR `rmr_context` (RFC 5040) before its receive
+    /// completes. The peer's receive then completes as
+    /// [`DtoOp::ReceiveWithInvalidate`](crate::types::DtoOp::ReceiveWithInvalidate) with
+    /// `rmr_context` set, and that RMR is unbound there: any later access with the context is
+    /// refused. Only a bound RMR of the peer endpoint's PZ can be invalidated; an LMR's
+    /// context, an unknown one or another PZ's makes the peer's receive complete with
+    /// `DAT_DTO_ERR_REMOTE_RESPONDER` and breaks the connection (where a Send completes only
+    /// at the peer, this request completes with that status too; elsewhere it has completed
+    /// when the transport took it). Over tcp: RDMAP opcode 4 (6 with SOLICITED_WAIT), the
+    /// context in the DDP header's Invalidate STag field, as Linux siw and iWARP RNICs read it.
+    pub fn post_send_with_invalidate(
+        &self,
+        iov: &[LmrTriplet],
+        cookie: impl Into<Cookie>,
+        flags: CompletionFlags,
+        rmr_context: RmrContext,
+    ) -> Result<()> {
+        self.post_request(
+            "ep_post_send_with_invalidate",
+            ReqOp::SendInvalidate(rmr_context.0),
             iov,
             cookie.into(),
             RmrTriplet::default(),

@@ -193,11 +193,19 @@ impl Connection for LoopConn {
             TxOutcome::Failed(status)
         };
         match msg {
-            OutMsg::Send { solicited, payload } => match peer.rx_send(solicited, payload) {
+            OutMsg::Send {
+                solicited,
+                invalidate,
+                payload,
+            } => match peer.rx_send(solicited, invalidate, payload) {
                 RxSend::Placed => TxOutcome::Sent,
                 RxSend::NoBuffer => TxOutcome::NotReady,
-                // The peer's receive buffer was too short, or deregistered under it.
-                RxSend::TooLong | RxSend::Revoked => refused(DtoStatus::RemoteResponder),
+                // The peer's receive buffer was too short, or deregistered under it, or the
+                // STag of a Send with Invalidate could not be invalidated there: its responder
+                // refused the message (its receive completed REMOTE_RESPONDER too).
+                RxSend::TooLong | RxSend::Revoked | RxSend::NotInvalidated(_) => {
+                    refused(DtoStatus::RemoteResponder)
+                }
             },
             OutMsg::Write { stag, to, payload } => match peer.rx_write(stag, to, payload) {
                 Ok(()) => TxOutcome::Sent,

@@ -43,6 +43,9 @@ pub(crate) type Segs = SmallVec<[Seg; 2]>;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum ReqOp {
     Send,
+    /// Send with Invalidate (RFC 5040): the peer invalidates this STag of its own (an RMR
+    /// context) before its receive completes.
+    SendInvalidate(u32),
     Write,
     /// RDMA Write with Immediate Data (the DAT IB extension's write_immed): the 32-bit value
     /// for the peer's receive completion.
@@ -143,8 +146,22 @@ pub(crate) struct Completion {
     pub(crate) op: DtoOp,
     /// A RECV_IMMED completion's value.
     pub(crate) immediate: Option<u32>,
+    /// A successful RECEIVE_WITH_INVALIDATE completion's invalidated STag.
+    pub(crate) rmr_context: Option<u32>,
     /// Whether it notifies a waiter (errors always do).
     pub(crate) signalled: bool,
+}
+
+/// Which message completed a receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecvOp {
+    /// A Send (or a flush, or an error before the message was known).
+    Receive,
+    /// The Immediate Data of a peer's RDMA Write with Immediate Data, with its value.
+    Immed(u32),
+    /// A Send with Invalidate: Some(STag) once the STag was invalidated, None when the
+    /// invalidation was refused (the receive completes in error).
+    Invalidated(Option<u32>),
 }
 
 /// A connection event of the QP.
@@ -281,54 +298,38 @@ impl Qp {
         }
     }
 
-    /// Reports a completion. `suppress_ok`: SUPPRESS was asked (successes vanish);
-    /// `signalled`: whether it notifies (errors always do).
-    #[allow(clippy::too_many_arguments)]
-    fn complete(
-        &self,
-        queue: CompletionQueue,
-        cookie: Cookie,
-        status: DtoStatus,
-        len: u64,
-        op: DtoOp,
-        immediate: Option<u32>,
-        suppress_ok: bool,
-        signalled: bool,
-    ) {
-        if status == DtoStatus::Success && suppress_ok {
+    /// Reports a completion. `suppress_ok`: SUPPRESS was asked (successes vanish); errors
+    /// always notify, whatever `c.signalled` says.
+    fn complete(&self, c: Completion, suppress_ok: bool) {
+        if c.status == DtoStatus::Success && suppress_ok {
             return;
         }
-        let signalled = signalled || status != DtoStatus::Success;
-        self.upcall(|u| {
-            u.completed(Completion {
-                queue,
-                cookie,
-                status,
-                len,
-                op,
-                immediate,
-                signalled,
-            })
-        });
+        let c = Completion {
+            signalled: c.signalled || c.status != DtoStatus::Success,
+            ..c
+        };
+        self.upcall(|u| u.completed(c));
     }
 
     fn complete_send(&self, wr: &SendWr, status: DtoStatus, len: u64) {
         let op = match wr.op {
-            ReqOp::Send => DtoOp::Send,
+            ReqOp::Send | ReqOp::SendInvalidate(_) => DtoOp::Send,
             ReqOp::Write => DtoOp::RdmaWrite,
             ReqOp::WriteImmed(_) => DtoOp::RdmaWriteImmed,
             ReqOp::Read => DtoOp::RdmaRead,
         };
-        let signalled = !wr.flags.contains(CompletionFlags::UNSIGNALLED);
         self.complete(
-            CompletionQueue::Request,
-            wr.cookie,
-            status,
-            len,
-            op,
-            None,
+            Completion {
+                queue: CompletionQueue::Request,
+                cookie: wr.cookie,
+                status,
+                len,
+                op,
+                immediate: None,
+                rmr_context: None,
+                signalled: !wr.flags.contains(CompletionFlags::UNSIGNALLED),
+            },
             wr.flags.contains(CompletionFlags::SUPPRESS),
-            signalled,
         );
     }
 
@@ -341,12 +342,13 @@ impl Qp {
         solicited: bool,
         recv_flags: CompletionFlags,
     ) {
-        self.complete_recv_as(wr, status, len, solicited, recv_flags, None);
+        self.complete_recv_as(wr, status, len, solicited, recv_flags, RecvOp::Receive);
     }
 
-    /// [`Qp::complete_recv`] with `immediate`: `Some` for a receive consumed by the peer's
-    /// RDMA Write with Immediate Data, which completes as RECV_IMMED carrying the value (`len`
-    /// is then the write's length, not bytes placed in the receive buffer).
+    /// [`Qp::complete_recv`] for the message `how` names: a plain Send, the peer's RDMA Write
+    /// with Immediate Data (RECV_IMMED carrying the value; `len` is then the write's length,
+    /// not bytes placed in the receive buffer) or a Send with Invalidate
+    /// (RECEIVE_WITH_INVALIDATE, carrying the invalidated STag when it succeeded).
     fn complete_recv_as(
         &self,
         wr: &RecvWr,
@@ -354,7 +356,7 @@ impl Qp {
         len: u64,
         solicited: bool,
         recv_flags: CompletionFlags,
-        immediate: Option<u32>,
+        how: RecvOp,
     ) {
         self.raise_soft_high();
         if self.srq.is_some() {
@@ -373,20 +375,23 @@ impl Qp {
         } else {
             !wr.flags.contains(CompletionFlags::UNSIGNALLED)
         };
-        let op = if immediate.is_some() {
-            DtoOp::RecvImmed
-        } else {
-            DtoOp::Receive
+        let (op, immediate, rmr_context) = match how {
+            RecvOp::Receive => (DtoOp::Receive, None, None),
+            RecvOp::Immed(v) => (DtoOp::RecvImmed, Some(v), None),
+            RecvOp::Invalidated(stag) => (DtoOp::ReceiveWithInvalidate, None, stag),
         };
         self.complete(
-            CompletionQueue::Recv,
-            wr.cookie,
-            status,
-            len,
-            op,
-            immediate,
+            Completion {
+                queue: CompletionQueue::Recv,
+                cookie: wr.cookie,
+                status,
+                len,
+                op,
+                immediate,
+                rmr_context,
+                signalled,
+            },
             false,
-            signalled,
         );
     }
 

@@ -1,9 +1,9 @@
 //! The receive side of a QP: what links call with the peer's messages. Every tagged access and
 //! read request is checked against the memory table before a byte moves.
 
-use super::{Qp, QpCore, ReadWork, RecvWr, SendWr};
+use super::{Qp, QpCore, ReadWork, RecvOp, RecvWr, SendWr};
 use crate::engine::port::Payload;
-use crate::mem::{seg_span, RemoteFault, Seg};
+use crate::mem::{seg_span, InvalidateFault, RemoteFault, Seg};
 use crate::types::{DtoStatus, EpState, MemPriv};
 
 impl Qp {
@@ -12,7 +12,14 @@ impl Qp {
     }
 
     /// Inbound Send: takes the next receive buffer (own queue or SRQ) and places the message.
-    pub(crate) fn rx_send(&self, solicited: bool, payload: Payload<'_>) -> RxSend {
+    /// A Send with Invalidate (`invalidate`: the STag) then invalidates it as
+    /// [`Qp::rx_send_placed`] does before the receive completes.
+    pub(crate) fn rx_send(
+        &self,
+        solicited: bool,
+        invalidate: Option<u32>,
+        payload: Payload<'_>,
+    ) -> RxSend {
         let mut c = self.lock();
         let Some(wr) = self.take_recv_connected(&mut c) else {
             return RxSend::NoBuffer;
@@ -30,8 +37,68 @@ impl Qp {
             return RxSend::Revoked;
         }
         drop(c);
-        self.complete_recv(&wr, DtoStatus::Success, len, solicited, recv_flags);
-        RxSend::Placed
+        match self.finish_send(&wr, len, solicited, recv_flags, invalidate) {
+            Ok(()) => RxSend::Placed,
+            Err(f) => RxSend::NotInvalidated(f),
+        }
+    }
+
+    /// Completes a receive whose Send was placed whole (taken by [`Qp::rx_send_take`]). For a
+    /// Send with Invalidate (`invalidate`: the STag, RFC 5040) the STag is invalidated first,
+    /// in the memory table, for this QP's PZ: only a bound RMR's can be (an LMR's, an unknown
+    /// one or another PZ's is refused); the receive then completes as RECEIVE_WITH_INVALIDATE
+    /// carrying it, and any later access with it is refused as an invalid STag. A refused
+    /// invalidation completes the receive with REMOTE_RESPONDER (siw's `IB_WC_REM_INV_REQ_ERR`,
+    /// which the reference DAT provider maps so) and returns the fault: the link must then
+    /// end the connection as for any refused remote access (tcp: Terminate RDMAP "STag
+    /// cannot be invalidated").
+    pub(crate) fn rx_send_placed(
+        &self,
+        wr: &RecvWr,
+        len: u64,
+        solicited: bool,
+        invalidate: Option<u32>,
+    ) -> Result<(), InvalidateFault> {
+        let recv_flags = self.lock().attr.recv_completion_flags;
+        self.finish_send(wr, len, solicited, recv_flags, invalidate)
+    }
+
+    fn finish_send(
+        &self,
+        wr: &RecvWr,
+        len: u64,
+        solicited: bool,
+        recv_flags: crate::types::CompletionFlags,
+        invalidate: Option<u32>,
+    ) -> Result<(), InvalidateFault> {
+        let Some(stag) = invalidate else {
+            self.complete_recv(wr, DtoStatus::Success, len, solicited, recv_flags);
+            return Ok(());
+        };
+        match self.memtable.invalidate(stag, self.pz_id) {
+            Ok(()) => {
+                self.complete_recv_as(
+                    wr,
+                    DtoStatus::Success,
+                    len,
+                    solicited,
+                    recv_flags,
+                    RecvOp::Invalidated(Some(stag)),
+                );
+                Ok(())
+            }
+            Err(f) => {
+                self.complete_recv_as(
+                    wr,
+                    DtoStatus::RemoteResponder,
+                    0,
+                    true,
+                    recv_flags,
+                    RecvOp::Invalidated(None),
+                );
+                Err(f)
+            }
+        }
     }
 
     /// Inbound RDMA Write: checked against the memory table, then placed.
@@ -124,7 +191,7 @@ impl Qp {
             len,
             solicited,
             recv_flags,
-            Some(immediate),
+            RecvOp::Immed(immediate),
         );
         RxWriteImmed::Placed
     }
@@ -239,7 +306,8 @@ impl Qp {
         wr
     }
 
-    /// Completes a receive taken by [`Qp::rx_send_take`].
+    /// Completes a receive taken by [`Qp::rx_send_take`] with an error (or a flush) status;
+    /// a receive whose Send was placed whole completes through [`Qp::rx_send_placed`].
     pub(crate) fn rx_send_done(&self, wr: &RecvWr, status: DtoStatus, len: u64, solicited: bool) {
         let recv_flags = self.lock().attr.recv_completion_flags;
         self.complete_recv(wr, status, len, solicited, recv_flags);
@@ -256,7 +324,7 @@ impl Qp {
             len,
             solicited,
             recv_flags,
-            Some(immediate),
+            RecvOp::Immed(immediate),
         );
     }
 
@@ -356,6 +424,9 @@ pub(crate) enum RxSend {
     /// The receive buffer's memory was deregistered (its LMR freed while the receive was
     /// posted): completed with LOCAL_PROTECTION, nothing placed; the connection must end.
     Revoked,
+    /// A Send with Invalidate named an STag that cannot be invalidated: placed, but completed
+    /// with REMOTE_RESPONDER; the connection must end.
+    NotInvalidated(InvalidateFault),
 }
 
 /// What an inbound RDMA Write with Immediate Data found.

@@ -2,15 +2,21 @@
 //! wait and the wake that races it, a transmit that drains before the QP records its stall,
 //! ORD and BARRIER_FENCE, flush order and the single terminal event on break and disconnect.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::engine::harness::{one_end, recv_wr, send_wr, Delivered, Msg, Pair, Up};
+use crate::engine::harness::{one_end, recv_wr, send_wr, Delivered, Msg, Pair, Up, PZ};
 use crate::engine::port::{Payload, TxOutcome};
-use crate::engine::qp::{CompletionQueue, QpEvent, ReqOp, RxResponse, RxSend};
-use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpAttr, EpState};
+use crate::engine::qp::{
+    Completion, CompletionQueue, QpEvent, ReqOp, RxResponse, RxSend, RxWriteFault,
+};
+use crate::mem::{EntryKind, EntryOwner, InvalidateFault, RemoteFault};
+use crate::types::{
+    CompletionFlags, ConnectionEventKind, DtoOp, DtoStatus, EpAttr, EpState, MemPriv, RmrTriplet,
+};
 
 use CompletionQueue::{Recv, Request};
-use DtoStatus::{Flushed, Success};
+use DtoStatus::{Flushed, RemoteResponder, Success};
 
 fn pair() -> Pair {
     Pair::connected(EpAttr::default(), EpAttr::default())
@@ -59,7 +65,7 @@ fn rnr_send_waits_for_a_wake_then_goes() {
     assert_eq!(sends_logged(&p), 1);
     // What refused it (loopback: B's rx_send found no buffer) marked B's peer waiting.
     assert_eq!(
-        p.b.qp.rx_send(false, Payload::Bytes(b"refused!")),
+        p.b.qp.rx_send(false, None, Payload::Bytes(b"refused!")),
         RxSend::NoBuffer
     );
     // B posts buffers: the first post wakes A, which retransmits in order.
@@ -324,4 +330,156 @@ fn a_post_after_the_end_is_flushed_at_once() {
     post_send(&p, 7, 0, 4);
     assert_eq!(p.a.up.take_done(), [(Request, 7, Flushed)]);
     assert!(p.a.wire.log().is_empty());
+}
+
+/// Counts its `removed` calls: the owner a DAT RMR's binding gives its memory-table entry.
+#[derive(Default)]
+struct Owner(AtomicUsize);
+
+impl EntryOwner for Owner {
+    fn removed(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A window (RMR entry) of `len` bytes over B's region at `off`, in protection zone `pz`,
+/// with REMOTE_WRITE, and its owner.
+fn window(p: &Pair, off: usize, len: u64, pz: u64) -> (u32, Arc<Owner>) {
+    let owner = Arc::new(Owner::default());
+    let as_dyn: Arc<dyn EntryOwner> = owner.clone();
+    let stag = p
+        .mem
+        .insert_owned(
+            EntryKind::Rmr,
+            p.b.region.clone(),
+            off,
+            p.b.region.addr() + off as u64,
+            len,
+            pz,
+            MemPriv::REMOTE_WRITE,
+            1 << 10,
+            Some(as_dyn),
+        )
+        .unwrap();
+    (stag, owner)
+}
+
+/// A posts a Send with Invalidate of `stag` (8 bytes of its region; SOLICITED_WAIT if
+/// `solicited`) and B has one receive (cookie 5) posted.
+fn post_send_invalidate(p: &Pair, stag: u32, solicited: bool) {
+    p.b.qp
+        .post_recv(recv_wr(5, p.b.segs(&p.mem, 0, 64)))
+        .unwrap();
+    let mut wr = send_wr(
+        ReqOp::SendInvalidate(stag),
+        1,
+        p.a.segs(&p.mem, 0, 8),
+        Default::default(),
+    );
+    if solicited {
+        wr.flags = CompletionFlags::SOLICITED_WAIT;
+    }
+    p.a.qp.post_send(wr).unwrap();
+}
+
+fn the_completion(ups: Vec<Up>) -> Completion {
+    match &ups[..] {
+        [Up::Done(c)] => *c,
+        other => panic!("expected one completion, got {other:?}"),
+    }
+}
+
+#[test]
+fn send_with_invalidate_invalidates_the_window_before_the_receive_completes() {
+    let p = pair();
+    let (win, owner) = window(&p, 512, 64, PZ);
+    let win_va = p.b.region.addr() + 512;
+    post_send_invalidate(&p, win, true);
+    assert!(
+        matches!(&p.a.wire.log()[..], [Msg::Send { solicited: true, invalidate: Some(s), bytes }]
+            if *s == win && bytes.len() == 8),
+        "{:?}",
+        p.a.wire.log()
+    );
+    assert_eq!(owner.0.load(Ordering::SeqCst), 0, "not before it arrives");
+    // When B reports the receive, the window is gone already.
+    let (mem, seen) = (p.mem.clone(), Arc::new(AtomicUsize::new(0)));
+    let seen2 = seen.clone();
+    p.b.up.before_next_completion(move || {
+        let r = mem.resolve_remote(win, win_va, 1, PZ, MemPriv::REMOTE_WRITE);
+        if r.is_err() {
+            seen2.store(1, Ordering::SeqCst);
+        }
+    });
+    let (_, d) = p.step_a().unwrap();
+    assert_eq!(d, Delivered::Send(RxSend::Placed));
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "invalidated before completing"
+    );
+    let c = the_completion(p.b.up.take());
+    assert_eq!(
+        (c.queue, c.cookie.0, c.status, c.len),
+        (Recv, 5, Success, 8)
+    );
+    assert_eq!(c.op, DtoOp::ReceiveWithInvalidate);
+    assert_eq!(c.rmr_context, Some(win));
+    assert!(c.signalled);
+    assert_eq!(p.b.read(0, 8), p.a.read(0, 8));
+    // The sender's completion is an ordinary Send's.
+    let c = the_completion(p.a.up.take());
+    assert_eq!((c.queue, c.cookie.0, c.status), (Request, 1, Success));
+    assert_eq!((c.op, c.rmr_context), (DtoOp::Send, None));
+    assert_eq!(owner.0.load(Ordering::SeqCst), 1, "the owner is told once");
+    // A later write with the STag is refused as an invalid STag, and places nothing.
+    let before = p.b.read(512, 64);
+    let wr = send_wr(
+        ReqOp::Write,
+        2,
+        p.a.segs(&p.mem, 0, 8),
+        RmrTriplet::new(win, win_va, 8),
+    );
+    p.a.qp.post_send(wr).unwrap();
+    assert_eq!(
+        p.step_a().unwrap().1,
+        Delivered::Write(Err(RxWriteFault::Access(RemoteFault::InvalidStag)))
+    );
+    assert_eq!(p.b.read(512, 64), before);
+    assert_eq!(owner.0.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn send_with_invalidate_of_a_registration_an_unknown_or_another_pzs_stag_fails_the_receive() {
+    for case in 0..3 {
+        let p = pair();
+        let (other_pz_win, owner) = window(&p, 512, 64, PZ + 1);
+        let (stag, fault) = match case {
+            // B's LMR: a registration, not a window.
+            0 => (p.b.stag, InvalidateFault::NotInvalidatable),
+            1 => (other_pz_win, InvalidateFault::PzMismatch),
+            _ => (other_pz_win ^ 0x80, InvalidateFault::InvalidStag),
+        };
+        post_send_invalidate(&p, stag, false);
+        let (_, d) = p.step_a().unwrap();
+        assert_eq!(
+            d,
+            Delivered::Send(RxSend::NotInvalidated(fault)),
+            "case {case}"
+        );
+        let c = the_completion(p.b.up.take());
+        assert_eq!((c.queue, c.cookie.0, c.status), (Recv, 5, RemoteResponder));
+        assert_eq!((c.op, c.rmr_context), (DtoOp::ReceiveWithInvalidate, None));
+        // Nothing was invalidated.
+        assert_eq!(owner.0.load(Ordering::SeqCst), 0);
+        let va = p.b.region.addr();
+        assert!(p
+            .mem
+            .resolve_remote(p.b.stag, va, 8, PZ, MemPriv::REMOTE_WRITE)
+            .is_ok());
+        assert!(p
+            .mem
+            .resolve_remote(other_pz_win, va + 512, 8, PZ + 1, MemPriv::REMOTE_WRITE)
+            .is_ok());
+    }
 }

@@ -171,8 +171,12 @@ impl Qp {
                 Work::Wr(wr) => {
                     let wakes = self.rnr_wakes.load(Ordering::SeqCst);
                     let out = match wr.op {
-                        ReqOp::Send => conn.transmit(OutMsg::Send {
+                        ReqOp::Send | ReqOp::SendInvalidate(_) => conn.transmit(OutMsg::Send {
                             solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
+                            invalidate: match wr.op {
+                                ReqOp::SendInvalidate(stag) => Some(stag),
+                                _ => None,
+                            },
                             payload: Payload::Segs(&wr.segs),
                         }),
                         ReqOp::WriteImmed(immediate) => conn.transmit(OutMsg::WriteImmed {

@@ -52,7 +52,9 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 
-use self::ring::{Consumer, Header, Kind, Producer, BROKEN, LAST, PULL, SOLICITED};
+use self::ring::{
+    Consumer, Header, Kind, Producer, BROKEN, INVALIDATE, LAST, PULL, READ_REFUSED, SOLICITED,
+};
 use crate::engine::port::{
     Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, Listener as PortListener, OutMsg,
     Payload, PendingRequest, Progress, TxOutcome, MAX_PRIVATE_DATA,
@@ -81,8 +83,6 @@ const SPIN_NS: u64 = 50_000;
 /// Slack on the "polled until" mark the spinning thread writes (it is refreshed only every
 /// millisecond: `ring::poll_until`).
 const POLL_REFRESH_SLACK_NS: u64 = 2_000_000;
-/// Record flag of a Close: the peer refused our oldest RDMA Read Request.
-const READ_REFUSED: u8 = 8;
 
 const MAGIC_REQUEST: &[u8; 4] = b"DRSQ";
 const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
@@ -1236,8 +1236,10 @@ struct LentMsg {
 
 struct Rx {
     ring: Consumer,
-    /// The receive buffer of the Send being received, and its solicited flag.
-    recv: Option<(RecvWr, bool)>,
+    /// The receive buffer of the Send being received, and the STag its first record asks to
+    /// invalidate (a Send with Invalidate): every later record of the message must say the
+    /// same.
+    recv: Option<(RecvWr, Option<u32>)>,
     rnr_until: Option<Instant>,
     done: bool,
     buf: Vec<u8>,
@@ -1589,7 +1591,9 @@ impl ShmConn {
                     match qp.rx_send_take() {
                         RxTake::Buffer(wr) => {
                             rx.rnr_until = None;
-                            rx.recv = Some((wr, false));
+                            let invalidate = (h.kind == Kind::Send && h.flags & INVALIDATE != 0)
+                                .then_some(h.stag);
+                            rx.recv = Some((wr, invalidate));
                         }
                         RxTake::NoBuffer => {
                             let now = Instant::now();
@@ -1613,13 +1617,18 @@ impl ShmConn {
                 } else if h.kind == Kind::Immed {
                     return self.fail(rx, false); // in the middle of a Send
                 }
-                let (wr, _) = rx.recv.take().expect("taken above");
+                let (wr, invalidate) = rx.recv.take().expect("taken above");
                 if h.kind == Kind::Immed {
                     qp.rx_immed_done(&wr, h.stag, h.a, h.flags & SOLICITED != 0);
                     return Step::Go;
                 }
+                if (h.flags & INVALIDATE != 0).then_some(h.stag) != invalidate {
+                    // A segment that says otherwise than the message's first: garbage.
+                    qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
+                    return self.fail(rx, false);
+                }
                 if h.flags & PULL != 0 {
-                    return self.pull_send(rx, rec, wr, &qp);
+                    return self.pull_send(rx, rec, wr, &qp, invalidate);
                 }
                 let Some(bytes) = Self::payload(rx, rec) else {
                     qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
@@ -1638,9 +1647,13 @@ impl ShmConn {
                 }
                 if h.flags & LAST != 0 {
                     let len = h.a + h.payload_len as u64;
-                    qp.rx_send_done(&wr, DtoStatus::Success, len, h.flags & SOLICITED != 0);
+                    let solicited = h.flags & SOLICITED != 0;
+                    if qp.rx_send_placed(&wr, len, solicited, invalidate).is_err() {
+                        // Completed in error (the STag could not be invalidated): break.
+                        return self.fail(rx, false);
+                    }
                 } else {
-                    rx.recv = Some((wr, h.flags & SOLICITED != 0));
+                    rx.recv = Some((wr, invalidate));
                 }
                 Step::Go
             }
@@ -1779,6 +1792,7 @@ impl ShmConn {
         rec: &ring::Record,
         wr: RecvWr,
         qp: &Arc<Qp>,
+        invalidate: Option<u32>,
     ) -> Step {
         let h = rec.hdr;
         let solicited = h.flags & SOLICITED != 0;
@@ -1795,10 +1809,10 @@ impl ShmConn {
         }
         let pieces = pieces_of(&wr.segs, 0, total as usize);
         match self.pull(&desc, &pieces) {
-            Ok(()) => {
-                qp.rx_send_done(&wr, DtoStatus::Success, total, solicited);
-                Step::Go
-            }
+            Ok(()) => match qp.rx_send_placed(&wr, total, solicited, invalidate) {
+                Ok(()) => Step::Go,
+                Err(_) => self.fail(rx, false),
+            },
             Err(e) => {
                 let status = if crate::mem::region::is_revoked_error(&e) {
                     DtoStatus::LocalProtection
@@ -1889,10 +1903,19 @@ impl Connection for ShmConn {
             h
         };
         let mut job = match msg {
-            OutMsg::Send { solicited, payload } => {
+            OutMsg::Send {
+                solicited,
+                invalidate,
+                payload,
+            } => {
                 let mut hdr = Header::new(Kind::Send);
                 if solicited {
                     hdr.flags |= SOLICITED;
+                }
+                if let Some(stag) = invalidate {
+                    // In every segment record (the header is copied into each).
+                    hdr.flags |= INVALIDATE;
+                    hdr.stag = stag;
                 }
                 Job::new(hdr, payload, true)
             }

@@ -19,7 +19,8 @@
 //!
 //! Everything the peer wrote is data to check, not trust: a tail that runs ahead of the head
 //! by more than `cap`, a record length that is not aligned, runs past the tail or past the end,
-//! or an unknown kind, is [`Garbage`]: the connection breaks. Reads and writes of the mapping
+//! an unknown kind, a flag the kind does not have, or a Send naming an STag without INVALIDATE,
+//! is [`Garbage`]: the connection breaks. Reads and writes of the mapping
 //! are the atomic copies of [`RegionMemory`], so the peer's writes are never a data race here.
 
 use std::sync::atomic::Ordering;
@@ -48,7 +49,9 @@ pub(crate) const HDR: usize = 40;
 pub(crate) enum Kind {
     /// Filler to the end of the data area.
     Pad = 0,
-    /// A Send segment: `a` = offset in the message, flags LAST, SOLICITED.
+    /// A Send segment: `a` = offset in the message, flags LAST, SOLICITED; with flag
+    /// INVALIDATE a Send with Invalidate, `stag` = the STag to invalidate (in every segment of
+    /// the message; `stag` is 0 without the flag).
     Send = 1,
     /// An RDMA Write segment: `stag`, `a` = tagged offset.
     Write = 2,
@@ -89,12 +92,30 @@ pub(crate) const LAST: u8 = 1;
 pub(crate) const SOLICITED: u8 = 2;
 /// Record flags: a Close that breaks the connection.
 pub(crate) const BROKEN: u8 = 4;
+/// Record flags of a Close: the peer refused our oldest RDMA Read Request.
+pub(crate) const READ_REFUSED: u8 = 8;
+/// Record flags of a Send: a Send with Invalidate (RFC 5040), the STag to invalidate in the
+/// header's `stag`.
+pub(crate) const INVALIDATE: u8 = 32;
 /// Record flags: the payload of a Send, Write or Read Response is not its data but a
 /// descriptor of it, (address u64, length u64) pairs in the producer's memory, which the
 /// consumer copies out by cross-memory attach before it consumes the record (the producer's
 /// message is complete once the consumer's head has passed it). On a Caps record: the producer
 /// can read the consumer's memory.
 pub(crate) const PULL: u8 = 16;
+
+/// The flags a record of `kind` may carry; any other is garbage (a record this consumer does
+/// not understand must break the connection, not be half understood).
+fn allowed_flags(kind: Kind) -> u8 {
+    match kind {
+        Kind::Pad | Kind::ReadRequest => 0,
+        Kind::Send => LAST | SOLICITED | PULL | INVALIDATE,
+        Kind::Write | Kind::Caps => PULL,
+        Kind::Immed => SOLICITED,
+        Kind::ReadResponse => LAST | PULL,
+        Kind::Close => BROKEN | READ_REFUSED,
+    }
+}
 
 /// A record's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,6 +393,14 @@ impl Consumer {
             if HDR + hdr.payload_len as usize > len {
                 return Err(Garbage("a record's payload is longer than the record"));
             }
+            if hdr.flags & !allowed_flags(kind) != 0 {
+                return Err(Garbage("a record carries a flag its kind does not have"));
+            }
+            if kind == Kind::Send && hdr.flags & INVALIDATE == 0 && hdr.stag != 0 {
+                return Err(Garbage(
+                    "a Send record names an STag but does not invalidate",
+                ));
+            }
             return Ok(Some(Record {
                 hdr,
                 payload_at: DATA + pos + HDR,
@@ -467,6 +496,23 @@ mod tests {
     }
 
     #[test]
+    fn a_send_with_invalidate_keeps_its_flag_and_stag() {
+        let (mut p, mut c) = ring();
+        let mut h = Header::new(Kind::Send);
+        h.flags = LAST | SOLICITED | INVALIDATE;
+        h.stag = 0xABCD_0102;
+        assert!(p.push(h, 3, |m, at| m.copy_in(at, b"inv")).unwrap());
+        p.publish();
+        let r = c.peek().unwrap().unwrap();
+        assert_eq!(
+            (r.hdr.kind, r.hdr.flags),
+            (Kind::Send, LAST | SOLICITED | INVALIDATE)
+        );
+        assert_eq!(r.hdr.stag, 0xABCD_0102);
+        assert_eq!(payload(&c, &r), b"inv");
+    }
+
+    #[test]
     fn a_full_ring_marks_the_producer_waiting_and_the_consumer_says_so_once() {
         let (mut p, mut c) = ring();
         let big = vec![7u8; 900];
@@ -486,7 +532,7 @@ mod tests {
     #[test]
     fn garbage_from_the_peer_is_refused_without_reading_outside_the_ring() {
         type Poke = Box<dyn Fn(&RegionMemory)>;
-        let cases: [(&str, Poke); 6] = [
+        let cases: [(&str, Poke); 9] = [
             (
                 "tail a ring ahead",
                 Box::new(|m| word(m, TAIL).store(CAP as u64 + 64, Ordering::Release)),
@@ -527,6 +573,33 @@ mod tests {
                 "zero length",
                 Box::new(|m| {
                     m.copy_in(DATA, &Header::new(Kind::Send).encode(0));
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+            (
+                "a flag its kind does not have",
+                Box::new(|m| {
+                    let mut h = Header::new(Kind::Write);
+                    h.flags = INVALIDATE;
+                    m.copy_in(DATA, &h.encode(64));
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+            (
+                "an unknown flag",
+                Box::new(|m| {
+                    let mut h = Header::new(Kind::Send);
+                    h.flags = 64;
+                    m.copy_in(DATA, &h.encode(64));
+                    word(m, TAIL).store(64, Ordering::Release);
+                }),
+            ),
+            (
+                "a Send naming an STag without INVALIDATE",
+                Box::new(|m| {
+                    let mut h = Header::new(Kind::Send);
+                    h.stag = 0x1234;
+                    m.copy_in(DATA, &h.encode(64));
                     word(m, TAIL).store(64, Ordering::Release);
                 }),
             ),

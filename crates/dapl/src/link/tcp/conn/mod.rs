@@ -83,8 +83,9 @@ struct Rx {
     crc: bool,
     untagged: UntaggedReassembly,
     tagged: TaggedReassembly,
-    /// The receive buffer of the Send being reassembled, and its SE flag.
-    recv: Option<(RecvWr, bool)>,
+    /// The receive buffer of the Send being reassembled, and the STag its first segment asks
+    /// to invalidate (a Send with Invalidate: read from the first segment, as siw does).
+    recv: Option<(RecvWr, Option<u32>)>,
     /// The first FPDU from the peer arrived (the responder may transmit).
     got_first: bool,
     /// A Send found no receive buffer: its ULPDU waits here until one is posted or `rnr_until`.

@@ -32,7 +32,7 @@ use super::{Phase, Rx, TcpConn, RX_BUF};
 use crate::engine::port::Payload;
 use crate::engine::qp::{place_at, PlaceFault, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::link::tcp::{lock, LINGER, RNR_GRACE};
-use crate::mem::RemoteFault;
+use crate::mem::{InvalidateFault, RemoteFault};
 use crate::types::{ConnectionEventKind, DtoStatus};
 
 impl TcpConn {
@@ -401,7 +401,7 @@ impl TcpConn {
         if let Segment::Send { mo: 0, .. } | Segment::ImmediateData { .. } = seg {
             if rx.recv.is_none() {
                 match ep.rx_send_take() {
-                    RxTake::Buffer(wr) => rx.recv = Some((wr, false)),
+                    RxTake::Buffer(wr) => rx.recv = Some((wr, None)),
                     RxTake::NoBuffer => {
                         rx.stalled = Some(ulpdu.to_vec());
                         if rx.rnr_until.is_none() {
@@ -428,10 +428,11 @@ impl TcpConn {
                 last,
                 mo,
                 solicited,
+                invalidate_stag,
                 payload,
                 ..
             } => {
-                let Some((wr, _)) = rx.recv.take() else {
+                let Some((wr, held_inv)) = rx.recv.take() else {
                     return self.fail_in(
                         rx,
                         TerminateCause::DdpUntagged(DdpUntaggedErrorCode::InvalidMo),
@@ -454,11 +455,18 @@ impl TcpConn {
                         return self.fail_in(rx, TerminateCause::rdmap_local_catastrophic(), ulpdu);
                     }
                 }
+                // Whether the message is a Send with Invalidate, and its STag, come from its
+                // first segment (siw reads them there too).
+                let invalidate = if mo == 0 { invalidate_stag } else { held_inv };
                 if last {
                     let len = mo as u64 + payload.len() as u64;
-                    ep.rx_send_done(&wr, DtoStatus::Success, len, solicited);
+                    if let Err(f) = ep.rx_send_placed(&wr, len, solicited, invalidate) {
+                        // The receive completed in error; the peer is told why and the
+                        // connection breaks.
+                        return self.fail_in(rx, invalidate_cause(f), ulpdu);
+                    }
                 } else {
-                    rx.recv = Some((wr, solicited));
+                    rx.recv = Some((wr, invalidate));
                 }
                 Step::Go
             }
@@ -633,6 +641,21 @@ pub(super) fn tagged_cause(f: RemoteFault) -> TerminateCause {
             return TerminateCause::rdmap_protection(RdmapErrorCode::AccessRights)
         }
     })
+}
+
+/// The Terminate for a Send with Invalidate whose STag could not be invalidated: RDMAP
+/// "STag cannot be invalidated" (0x09), as a remote protection error when the STag is another
+/// PZ's and a remote operation error otherwise (siw: EType 1 for its `-EACCES`, a PD mismatch;
+/// 2 for an unknown STag).
+pub(super) fn invalidate_cause(f: InvalidateFault) -> TerminateCause {
+    match f {
+        InvalidateFault::PzMismatch => {
+            TerminateCause::rdmap_protection(RdmapErrorCode::StagCannotBeInvalidated)
+        }
+        InvalidateFault::InvalidStag | InvalidateFault::NotInvalidatable => {
+            TerminateCause::rdmap_operation(RdmapErrorCode::StagCannotBeInvalidated)
+        }
+    }
 }
 
 fn rdmap_cause(f: RemoteFault) -> TerminateCause {

@@ -51,9 +51,12 @@ pub(super) enum Piece {
 
 #[derive(Clone, Copy)]
 enum JobKind {
+    /// A Send; with `invalidate`, a Send with Invalidate (opcode 4, or 6 when solicited),
+    /// the STag in every segment's RsvdULP\[8:39\] (ULPDU bytes 2-5), where siw reads it.
     Send {
         msn: u32,
         solicited: bool,
+        invalidate: Option<u32>,
     },
     Write {
         stag: u32,
@@ -353,12 +356,16 @@ impl TcpConn {
             let pay = (job.total - job.off).min(max_pay);
             let last = job.off + pay == job.total;
             let seg = match job.kind {
-                JobKind::Send { msn, solicited } => Segment::Send {
+                JobKind::Send {
+                    msn,
+                    solicited,
+                    invalidate,
+                } => Segment::Send {
                     last,
                     msn,
                     mo: job.off as u32,
                     solicited,
-                    invalidate_stag: None,
+                    invalidate_stag: invalidate,
                     payload: &[],
                 },
                 JobKind::Write { stag, to } | JobKind::WriteImmed { stag, to, .. } => {
@@ -462,10 +469,21 @@ impl TcpConn {
 
     pub(super) fn start_job(&self, tx: &mut Tx, msg: OutMsg<'_>) -> Result<(), TxOutcome> {
         let (kind, payload) = match msg {
-            OutMsg::Send { solicited, payload } => {
+            OutMsg::Send {
+                solicited,
+                invalidate,
+                payload,
+            } => {
                 let msn = tx.msn_send;
                 tx.msn_send = tx.msn_send.wrapping_add(1);
-                (JobKind::Send { msn, solicited }, payload)
+                (
+                    JobKind::Send {
+                        msn,
+                        solicited,
+                        invalidate,
+                    },
+                    payload,
+                )
             }
             OutMsg::Write { stag, to, payload } => (JobKind::Write { stag, to }, payload),
             OutMsg::WriteImmed {
