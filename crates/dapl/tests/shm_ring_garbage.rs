@@ -53,6 +53,48 @@ fn well_formed_records_are_read_and_broken_ones_refused_inside_the_ring() {
     assert_eq!(shm_ring_consume(&ring(1 << 40, 0, &data)), 0);
 }
 
+/// A 64-byte record of `kind` with `flags` and `stag`.
+fn flagged(kind: u8, flags: u8, stag: u32) -> [u8; 64] {
+    let mut r = record(64, kind, 8);
+    r[5] = flags;
+    r[12..16].copy_from_slice(&stag.to_le_bytes());
+    r
+}
+
+// A record the consumer does not understand breaks the connection rather than being half
+// understood: a flag its kind does not have (an older consumer would have taken a Send with
+// Invalidate for a plain Send), or a Send naming an STag without the INVALIDATE flag (32).
+#[test]
+fn records_with_flags_their_kind_does_not_have_are_refused() {
+    const LAST: u8 = 1;
+    const SOLICITED: u8 = 2;
+    const INVALIDATE: u8 = 32;
+    let good = [
+        flagged(1, LAST | SOLICITED | INVALIDATE, 0x1234_5601), // Send with SE and Invalidate
+        flagged(1, LAST, 0),                                    // Send
+        flagged(2, 0, 0x99),                                    // Write: the STag is its sink
+        flagged(6, 4 | 8, 0),                                   // Close, broken, read refused
+    ];
+    let mut data = Vec::new();
+    for g in good {
+        data.extend_from_slice(&g);
+    }
+    assert_eq!(shm_ring_consume(&ring(256, 0, &data)), 4);
+    let bad = [
+        flagged(1, LAST, 0x1234_5601), // a Send naming an STag without INVALIDATE
+        flagged(2, INVALIDATE, 0x99),  // INVALIDATE on a Write
+        flagged(3, INVALIDATE, 7),     // on Immediate Data
+        flagged(1, LAST | 64, 0),      // an unknown flag
+        flagged(4, LAST, 0),           // LAST on a Read Request
+        flagged(6, INVALIDATE | 4, 0), // INVALIDATE on a Close
+    ];
+    for b in bad {
+        let mut d = flagged(1, LAST, 0).to_vec();
+        d.extend_from_slice(&b);
+        assert_eq!(shm_ring_consume(&ring(128, 0, &d)), 1, "{:?}", &b[..16]);
+    }
+}
+
 #[test]
 fn random_ring_contents_never_take_the_consumer_outside_the_ring() {
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;

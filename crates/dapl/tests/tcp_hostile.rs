@@ -18,6 +18,7 @@ const T: Option<Duration> = Some(Duration::from_secs(10));
 
 struct Target {
     ia: InterfaceAdapter,
+    pz: Pz,
     conn: Evd,
     recv: Evd,
     ep: Endpoint,
@@ -99,6 +100,7 @@ fn setup(crc: bool, qual: u64) -> (Target, TcpStream, FpduEncoder, FpduDecoder) 
     (
         Target {
             ia,
+            pz,
             conn,
             recv,
             ep,
@@ -291,6 +293,235 @@ fn hostile_send_longer_than_receive_buffer_is_terminated_too_long() {
         },
         TerminateCause::DdpUntagged(iwarp::terminate::DdpUntaggedErrorCode::MessageTooLong),
     );
+}
+
+/// A Send with Invalidate of `stag` carrying "inv!" (MSN 1, one segment).
+fn send_invalidate(enc: &FpduEncoder, stag: u32) -> Vec<u8> {
+    seg(
+        enc,
+        Segment::Send {
+            last: true,
+            msn: 1,
+            mo: 0,
+            solicited: false,
+            invalidate_stag: Some(stag),
+            payload: b"inv!",
+        },
+    )
+}
+
+/// What a refused Send with Invalidate leaves: the message placed in the posted receive
+/// (before the invalidation was tried, as siw does), nothing else changed.
+fn placed_in_inbox(t: &Target) -> Vec<Vec<u8>> {
+    let mut want = snapshot(t);
+    want[2][..4].copy_from_slice(b"inv!");
+    want
+}
+
+/// A Send with Invalidate of the STag `stag_of` picks is refused with `want`: its receive
+/// completes REMOTE_RESPONDER, the endpoint ends BROKEN, nothing else changes.
+fn refused_invalidate(crc: bool, stag_of: impl FnOnce(&Target) -> u32, want: TerminateCause) {
+    let (t, mut s, enc, mut dec) = setup(crc, qual());
+    let after = placed_in_inbox(&t);
+    s.write_all(&send_invalidate(&enc, stag_of(&t))).unwrap();
+    assert_eq!(expect_terminate(&mut s, &mut dec), want);
+    check_broken_and_untouched(t, after, DtoStatus::RemoteResponder);
+}
+
+// RFC 5040: an STag that is not a memory window (here an LMR's own) cannot be invalidated;
+// siw answers an STag it cannot invalidate with RDMAP "STag cannot be invalidated" (0x09).
+#[test]
+fn hostile_send_with_invalidate_of_a_registration_is_terminated_stag_cannot_be_invalidated() {
+    refused_invalidate(
+        false,
+        |t| t.writable.0,
+        TerminateCause::rdmap_operation(RdmapErrorCode::StagCannotBeInvalidated),
+    );
+}
+
+#[test]
+fn hostile_send_with_invalidate_of_an_unknown_stag_is_terminated_stag_cannot_be_invalidated() {
+    refused_invalidate(
+        true,
+        |t| t.writable.0 ^ 0x5500,
+        TerminateCause::rdmap_operation(RdmapErrorCode::StagCannotBeInvalidated),
+    );
+}
+
+// siw (siw_invalidate_stag): another PD's STag is -EACCES, a remote protection error.
+#[test]
+fn hostile_send_with_invalidate_of_another_pzs_rmr_is_terminated_remote_protection() {
+    let (t, mut s, enc, mut dec) = setup(false, qual());
+    let pz2 = t.ia.pz_create().unwrap();
+    let l2 = pz2.lmr_allocate(4096, MemPriv::ALL).unwrap();
+    l2.fill(0, 4096, 0x77).unwrap();
+    let ep2 = t.ia.endpoint(&pz2).build().unwrap();
+    let rmr = pz2.rmr_create().unwrap();
+    let ctx = rmr
+        .bind(
+            &l2,
+            l2.triplet(0, 4096),
+            MemPriv::REMOTE_WRITE,
+            &ep2,
+            0,
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    let after = placed_in_inbox(&t);
+    s.write_all(&send_invalidate(&enc, ctx.0)).unwrap();
+    assert_eq!(
+        expect_terminate(&mut s, &mut dec),
+        TerminateCause::rdmap_protection(RdmapErrorCode::StagCannotBeInvalidated)
+    );
+    assert_eq!(rmr.query().unwrap().rmr_context, ctx, "still bound");
+    assert!(l2.to_vec(0, 4096).unwrap().iter().all(|&b| b == 0x77));
+    check_broken_and_untouched(t, after, DtoStatus::RemoteResponder);
+}
+
+// What siw sends for ib_post_send(IB_WR_SEND_WITH_INV): the receive completes with
+// RECEIVE_WITH_INVALIDATE and the STag, the RMR is unbound, and a Write with the STag after it
+// is refused as an invalid STag (DDP tagged 0x00) before a byte lands.
+#[test]
+fn a_peers_send_with_invalidate_unbinds_the_rmr_and_a_later_write_with_it_is_terminated() {
+    let (t, mut s, enc, mut dec) = setup(true, qual());
+    let rmr = t.pz.rmr_create().unwrap();
+    let ctx = rmr
+        .bind(
+            &t.lmrs[0],
+            t.lmrs[0].triplet(0, 1024),
+            MemPriv::REMOTE_WRITE,
+            &t.ep,
+            0,
+            CompletionFlags::SUPPRESS,
+        )
+        .unwrap();
+    s.write_all(&send_invalidate(&enc, ctx.0)).unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
+    let d = ev.as_dto().unwrap();
+    assert_eq!(
+        (d.cookie.0, d.status, d.transferred_length),
+        (1, DtoStatus::Success, 4)
+    );
+    assert_eq!(
+        (d.operation, d.rmr_context),
+        (DtoOp::ReceiveWithInvalidate, Some(ctx))
+    );
+    assert_eq!(rmr.query().unwrap().rmr_context, RmrContext(0));
+    let before = snapshot(&t);
+    s.write_all(&seg(
+        &enc,
+        Segment::Write {
+            last: true,
+            stag: ctx.0,
+            to: t.writable.1,
+            payload: b"late",
+        },
+    ))
+    .unwrap();
+    assert_eq!(
+        expect_terminate(&mut s, &mut dec),
+        TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag)
+    );
+    let (ev, _) = t.conn.wait(T, 1).unwrap().expect("an event in time");
+    assert_eq!(
+        ev.as_connection().unwrap().kind,
+        ConnectionEventKind::Broken
+    );
+    assert!(snapshot(&t) == before, "registered memory changed");
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+/// The next ULPDU the target sends.
+fn next_ulpdu(s: &mut TcpStream, dec: &mut FpduDecoder) -> Vec<u8> {
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        if let Some(u) = dec.next_ulpdu().unwrap() {
+            return u.to_vec();
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed while a segment was expected");
+        dec.feed(&buf[..n]);
+    }
+}
+
+// The wire format siw reads (siw_qp_rx.c: `send_inv.inval_stag`, the 32 bits after the DDP
+// and RDMAP control bytes, taken from a message's first segment; the opcode from its RDMAP
+// control byte): RDMAP opcode 4 (6 with SOLICITED_WAIT), the STag big-endian in ULPDU bytes
+// 2-5 (DDP RsvdULP[8:39]) of every segment, QN 0, the Send MSNs in order.
+#[test]
+fn send_with_invalidate_goes_out_as_opcode_4_or_6_with_the_stag_in_every_segment() {
+    let (t, mut s, enc, mut dec) = setup(false, qual());
+    // The target holds its FPDUs (MPA responder) until the peer's first arrives.
+    s.write_all(&seg(
+        &enc,
+        Segment::Send {
+            last: true,
+            msn: 1,
+            mo: 0,
+            solicited: false,
+            invalidate_stag: None,
+            payload: b"go",
+        },
+    ))
+    .unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
+    assert_eq!(ev.as_dto().unwrap().status, DtoStatus::Success);
+    let stag = 0xA1B2_C3D4u32;
+    let big = &t.lmrs[3];
+    let sends = [
+        (big.triplet(0, 100), CompletionFlags::empty(), 0x44u8),
+        (big.triplet(0, 64 << 10), CompletionFlags::empty(), 0x44),
+        (big.triplet(0, 300), CompletionFlags::SOLICITED_WAIT, 0x46),
+    ];
+    for (i, (iov, flags, _)) in sends.iter().enumerate() {
+        t.ep.post_send_with_invalidate(&[*iov], 10 + i as u64, *flags, RmrContext(stag))
+            .unwrap();
+    }
+    for (i, (iov, _, opcode)) in sends.iter().enumerate() {
+        let msn = 1 + i as u32;
+        let mut got = 0u64;
+        let mut segments = 0;
+        loop {
+            let u = next_ulpdu(&mut s, &mut dec);
+            let last = u[0] & 0x40 != 0;
+            assert_eq!(u[0] & 0x80, 0, "untagged");
+            assert_eq!(u[1], *opcode, "RDMAP control byte of send {i}");
+            assert_eq!(u[2..6], stag.to_be_bytes(), "Invalidate STag of send {i}");
+            assert_eq!(u[6..10], 0u32.to_be_bytes(), "QN 0");
+            assert_eq!(u[10..14], msn.to_be_bytes(), "MSN");
+            assert_eq!(u[14..18], (got as u32).to_be_bytes(), "MO");
+            match Segment::parse(&u).unwrap() {
+                Segment::Send {
+                    invalidate_stag,
+                    solicited,
+                    payload,
+                    ..
+                } => {
+                    assert_eq!(invalidate_stag, Some(stag));
+                    assert_eq!(solicited, *opcode == 0x46);
+                    got += payload.len() as u64;
+                }
+                other => panic!("expected a Send, got {other:?}"),
+            }
+            segments += 1;
+            if last {
+                break;
+            }
+        }
+        assert_eq!(got, iov.segment_length, "send {i}: bytes");
+        if i == 1 {
+            assert!(segments > 1, "64 KiB goes in more than one segment");
+        }
+    }
+    for i in 0..3u64 {
+        let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
+        let d = ev.as_dto().unwrap();
+        assert_eq!(
+            (d.cookie.0, d.status, d.operation, d.rmr_context),
+            (10 + i, DtoStatus::Success, DtoOp::Send, None)
+        );
+    }
+    t.ia.close(CloseFlags::Abrupt).unwrap();
 }
 
 #[test]
