@@ -431,17 +431,37 @@ pub(crate) unsafe extern "C" fn ep_post_rdma_write(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// `dat_ep_post_send_with_invalidate` (reached through the provider vtable: libdat2 exports no
+/// `dat_ep_post_send_with_invalidate`, only the `DAT_EP_POST_SEND_WITH_INVALIDATE` macro calls
+/// it): `invalidate` TRUE sends with Invalidate of the peer's `rmr_context`, FALSE is a plain
+/// `ep_post_send` (`rmr_context` ignored); any other value is `DAT_INVALID_PARAMETER`
+/// (argument 6).
 pub(crate) unsafe extern "C" fn ep_post_send_with_invalidate(
-    _ep: DAT_EP_HANDLE,
-    _n: DAT_COUNT,
-    _segs: *mut DAT_LMR_TRIPLET,
-    _cookie: DAT_DTO_COOKIE,
-    _flags: DAT_COMPLETION_FLAGS,
-    _invalidate: DAT_BOOLEAN,
-    _rmr_context: DAT_RMR_CONTEXT,
+    ep: DAT_EP_HANDLE,
+    n: DAT_COUNT,
+    segs: *mut DAT_LMR_TRIPLET,
+    cookie: DAT_DTO_COOKIE,
+    flags: DAT_COMPLETION_FLAGS,
+    invalidate: DAT_BOOLEAN,
+    rmr_context: DAT_RMR_CONTEXT,
 ) -> DAT_RETURN {
-    crate::not_implemented("ep_post_send_with_invalidate")
+    c_ptrs!(segs: In);
+    guard("ep_post_send_with_invalidate", || {
+        let (_, e) = handle::ep(ep)?;
+        let v = iov(3, &segs, n as i64)?;
+        let flags = completion_flags(5, flags)?;
+        match invalidate {
+            DAT_TRUE => e.ep.post_send_with_invalidate(
+                &v,
+                context_bits(cookie),
+                flags,
+                dapl::RmrContext(rmr_context),
+            ),
+            DAT_FALSE => e.ep.post_send(&v, context_bits(cookie), flags),
+            _ => return Err(bad_arg(6)),
+        }
+        .dat()
+    })
 }
 
 pub(crate) unsafe extern "C" fn ep_post_rdma_read_to_rmr(

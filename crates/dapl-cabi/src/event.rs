@@ -65,7 +65,8 @@ pub(crate) fn to_c(evd: Handle, ev: Event) -> DAT_EVENT {
                 status: d.status as DAT_DTO_COMPLETION_STATUS,
                 transfered_length: d.transferred_length as DAT_SEG_LENGTH,
                 operation: d.operation as DAT_DTOS,
-                rmr_context: 0,
+                // Set for a successful DAT_DTO_RECEIVE_WITH_INVALIDATE (undefined otherwise).
+                rmr_context: d.rmr_context.map_or(0, |c| c.0),
             };
         }
         Event::RmrBind(b) => {

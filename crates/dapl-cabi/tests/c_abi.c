@@ -1,7 +1,10 @@
 /*
  * Conformance of libdaplrs.so's C ABI, used as a C consumer uses it: through the installed
- * libdat2 (dat_ia_open by the dat.conf name in DAT_OVERRIDE, then the public DAT API only).
- * Driven by tests/c_abi.rs, which builds and runs this program.
+ * libdat2 (dat_ia_open by the dat.conf name in DAT_OVERRIDE, then the public DAT API only;
+ * for dat_ep_post_send_with_invalidate, which libdat2 declares but does not export, the
+ * DAT_EP_POST_SEND_WITH_INVALIDATE macro of <dat2/udat_redirection.h>, which calls the
+ * provider's vtable as libdat2's own functions do). Driven by tests/c_abi.rs, which builds and
+ * runs this program.
  *
  * Usage: c_abi <ia_name>. Prints one line per check, "ok <group>.<name>" or
  * "FAIL <group>.<name>: got 0x.. want 0x..", then "summary: <n> checks, <m> failed", and exits
@@ -19,6 +22,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <dat2/udat.h>
+#include <dat2/udat_redirection.h> /* DAT_EP_POST_SEND_WITH_INVALIDATE: no libdat2 function */
 #include <dat2/dat_ib_extensions.h>
 
 typedef unsigned long long u64;
@@ -369,7 +373,15 @@ static void connection_checks(DAT_IA_HANDLE ia)
 	DAT_LMR_CONTEXT lc_a, lc_b;
 	DAT_RMR_CONTEXT rc_a, rc_b;
 	DAT_EVENT ev;
-	enum { BUF = 64 * 1024, SEND = 0, SRC = 4096, DST = 16384, TARGET = 32768, IMM = 49152 };
+	enum {
+		BUF = 64 * 1024,
+		SEND = 0,
+		SRC = 4096,
+		DST = 16384,
+		TARGET = 32768,
+		IMM = 49152,
+		WINDOW = 53248,
+	};
 	static unsigned char buf_a[BUF] __attribute__((aligned(4096)));
 	static unsigned char buf_b[BUF] __attribute__((aligned(4096)));
 	for (int i = 0; i < BUF; i++)
@@ -507,6 +519,61 @@ static void connection_checks(DAT_IA_HANDLE ia)
 		CHECK("immed.peer_completion_immediate", x->val.immed.data, 0x7777);
 		CHECK_TRUE("immed.data_placed", !memcmp(buf_b + IMM, buf_a + SRC, 64));
 	}
+
+	/* Send with Invalidate, through the provider's vtable as DAT_EP_POST_SEND_WITH_INVALIDATE
+	 * calls it (libdat2 exports no dat_ep_post_send_with_invalidate) */
+	DAT_RMR_HANDLE rmr;
+	DAT_RMR_CONTEXT inv_ctx = 0;
+	DAT_LMR_TRIPLET window = {(uintptr_t)buf_b + WINDOW, 256, lc_b};
+	DAT_LMR_TRIPLET recv3 = {(uintptr_t)buf_b + 512, 256, lc_b};
+	DAT_LMR_TRIPLET recv4 = {(uintptr_t)buf_b + 768, 256, lc_b};
+	REQUIRE("setup.rmr_create", dat_rmr_create(pz, &rmr));
+	REQUIRE("setup.rmr_bind", dat_rmr_bind(rmr, lmr_b, &window, DAT_MEM_PRIV_REMOTE_WRITE_FLAG,
+					       DAT_VA_TYPE_VA, ep_b, cookie(0xc1),
+					       DAT_COMPLETION_SUPPRESS_FLAG, &inv_ctx));
+	REQUIRE("setup.post_recv_3", dat_ep_post_recv(ep_b, 1, &recv3, cookie(0xb3),
+						      DAT_COMPLETION_DEFAULT_FLAG));
+	REQUIRE("setup.post_recv_4", dat_ep_post_recv(ep_b, 1, &recv4, cookie(0xb4),
+						      DAT_COMPLETION_DEFAULT_FLAG));
+	const DAT_DTO_COMPLETION_EVENT_DATA *dd = &ev.event_data.dto_completion_event_data;
+	DAT_LMR_TRIPLET isnd = {(uintptr_t)buf_a + SEND, 16, lc_a};
+	CHECK("invalidate.post_with_invalidate_flag_true",
+	      DAT_EP_POST_SEND_WITH_INVALIDATE(ep_a, 1, &isnd, cookie(0xa5),
+					       DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, inv_ctx),
+	      DAT_SUCCESS);
+	if (check_dto("invalidate.own_completion", dto_a, DAT_DTO_COMPLETION_EVENT, ep_a, 0xa5, 16,
+		      &ev))
+		CHECK("invalidate.own_completion_is_a_send", dd->operation, DAT_DTO_SEND);
+	if (check_dto("invalidate.peer_completion", dto_b, DAT_DTO_COMPLETION_EVENT, ep_b, 0xb3, 16,
+		      &ev)) {
+		CHECK("invalidate.peer_completion_operation", dd->operation,
+		      DAT_DTO_RECEIVE_WITH_INVALIDATE);
+		CHECK("invalidate.peer_completion_rmr_context", dd->rmr_context, inv_ctx);
+		CHECK_TRUE("invalidate.data_matches", !memcmp(buf_b + 512, buf_a + SEND, 16));
+	}
+	DAT_RMR_PARAM rp;
+	memset(&rp, 0xff, sizeof(rp));
+	if (CHECK("invalidate.rmr_query", dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &rp), DAT_SUCCESS))
+		CHECK("invalidate.rmr_query_context_is_0_once_invalidated", rp.rmr_context, 0);
+	/* invalidate_flag FALSE: a plain send, the context ignored */
+	CHECK("invalidate.post_with_invalidate_flag_false",
+	      DAT_EP_POST_SEND_WITH_INVALIDATE(ep_a, 1, &isnd, cookie(0xa6),
+					       DAT_COMPLETION_DEFAULT_FLAG, DAT_FALSE, 0x1234),
+	      DAT_SUCCESS);
+	check_dto("invalidate.flag_false_own_completion", dto_a, DAT_DTO_COMPLETION_EVENT, ep_a,
+		  0xa6, 16, &ev);
+	if (check_dto("invalidate.flag_false_peer_completion", dto_b, DAT_DTO_COMPLETION_EVENT, ep_b,
+		      0xb4, 16, &ev))
+		CHECK("invalidate.flag_false_peer_completion_is_a_receive", dd->operation,
+		      DAT_DTO_RECEIVE);
+	/* neither TRUE nor FALSE: refused, nothing posted */
+	CHECK_TYPE("invalidate.other_invalidate_flag_is_invalid_parameter",
+		   DAT_EP_POST_SEND_WITH_INVALIDATE(ep_a, 1, &isnd, cookie(0xa7),
+						    DAT_COMPLETION_DEFAULT_FLAG, 2, inv_ctx),
+		   DAT_INVALID_PARAMETER);
+	CHECK("invalidate.refused_post_leaves_request_evd_empty", dat_evd_dequeue(dto_a, &ev),
+	      DAT_QUEUE_EMPTY);
+	CHECK("invalidate.rmr_free", dat_rmr_free(rmr), DAT_SUCCESS);
 
 	/* disconnect: one DISCONNECTED per EP, none more after the passive side disconnects too */
 	CHECK("disconnect.active_graceful", dat_ep_disconnect(ep_a, DAT_CLOSE_GRACEFUL_FLAG),

@@ -3,7 +3,10 @@
 //! `tests/c_abi.c` is compiled with `$CC` (default `gcc`) against `<dat2/udat.h>` and
 //! `<dat2/dat_ib_extensions.h>` and linked with `-ldat2` only: it reaches the provider the way
 //! every DAT program does, `dat_ia_open` by the IA name of a `dat.conf` line that
-//! `DAT_OVERRIDE` points at, then the public DAT API. It prints one line per check,
+//! `DAT_OVERRIDE` points at, then the public DAT API (and, for
+//! `dat_ep_post_send_with_invalidate`, which libdat2 declares but does not export, the
+//! `DAT_EP_POST_SEND_WITH_INVALIDATE` macro, which calls the provider's vtable as libdat2's own
+//! functions do). It prints one line per check,
 //! `ok <group>.<name>` or `FAIL <group>.<name>: got 0x.. want 0x..`, a `summary:` line, and
 //! exits non-zero if any check failed. The program runs once per test process; each test here
 //! asserts on one group of checks (its name says which rule they check) and lists that
@@ -317,6 +320,11 @@ fn ep_query_reports_libdat2_ia_index_and_both_addresses() {
 #[test]
 fn rdma_write_immed_completes_as_ib_dto_event_with_the_immediate_on_the_peer() {
     assert_group("immed");
+}
+
+#[test]
+fn send_with_invalidate_through_the_vtable_reports_receive_with_invalidate_and_the_context() {
+    assert_group("invalidate");
 }
 
 #[test]
