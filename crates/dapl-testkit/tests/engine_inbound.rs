@@ -42,7 +42,13 @@ fn valid_stream(h: &EngineInbound, rng: &mut XorShift, crc: bool) -> Vec<u8> {
                     msn: send_msn - 1,
                     mo: 0,
                     solicited: rng.below(2) == 0,
-                    invalidate_stag: None,
+                    // Sometimes a Send with Invalidate: of the window (the one STag that can
+                    // be), or of a region's.
+                    invalidate_stag: match rng.below(6) {
+                        0 | 1 => Some(h.window_stag()),
+                        2 => Some(h.stag(region)),
+                        _ => None,
+                    },
                     payload: &payload,
                 }
             }
@@ -92,6 +98,7 @@ fn engine_inbound_survives_pseudo_random_inputs() {
     let h = EngineInbound::new();
     let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
     let mut broken = 0;
+    let mut invalidated = 0;
     for i in 0..480 {
         let mut data = rng.bytes(3);
         match i % 4 {
@@ -120,9 +127,12 @@ fn engine_inbound_survives_pseudo_random_inputs() {
         }
         let out = h.run(&data);
         broken += usize::from(out.end == Some(ConnectionEventKind::Broken));
+        invalidated += usize::from(!out.invalidated.is_empty());
     }
     // The generator reaches both ends: connections that stay up and ones the input breaks.
     assert!(broken > 50 && broken < 470, "{broken} of 480 broken");
+    // And a Send with Invalidate that invalidates the window.
+    assert!(invalidated > 0, "no input invalidated the window");
 }
 
 #[test]
@@ -261,6 +271,95 @@ fn malformed_or_interleaved_immediate_data_is_terminated() {
         Some(TerminateCause::DdpUntagged(DdpUntaggedErrorCode::MsnRange))
     );
     assert!(out.immediates.is_empty());
+}
+
+/// Op 8 with flag 8: a 16-byte Send with Invalidate in 5-byte segments, of the STag that
+/// selector `inv` picks (9: the window).
+fn send_invalidate(inv: u8) -> Vec<u8> {
+    vec![0x88, 0, 16, 5, 0x41, inv]
+}
+
+/// Op 1 with flag 4: an 8-byte RDMA Write with `stag` (selector 8) at the window's first
+/// address.
+fn write_into_the_window(stag: u32) -> Vec<u8> {
+    let mut v = vec![0x41, 8];
+    v.extend_from_slice(&stag.to_be_bytes());
+    v.extend_from_slice(&[0, 0, 8]);
+    let to = region_va(RW) + 4096;
+    v.extend_from_slice(&((to >> 32) as u32).to_be_bytes());
+    v.extend_from_slice(&(to as u32).to_be_bytes());
+    v.extend_from_slice(b"windowed");
+    v
+}
+
+#[test]
+fn send_with_invalidate_of_the_window_completes_its_receive_and_a_later_write_is_terminated() {
+    let h = EngineInbound::new();
+    let w = h.window_stag();
+    assert_eq!(
+        w,
+        9 << 8 | 1,
+        "the STag fuzz/dicts/engine_inbound.dict names"
+    );
+    // The window takes a Write while it is bound.
+    let out = h.run(&input(OPS_CRC, 0, 0, &write_into_the_window(w)));
+    assert_eq!((out.terminate_sent, out.peer_wrote), (None, true));
+    // Invalidated: the receive says so, and the same Write is refused as an invalid STag.
+    let mut ops = send_invalidate(9);
+    ops.extend(write_into_the_window(w));
+    let out = h.run(&input(OPS_CRC, 0, 1, &ops));
+    assert_eq!(out.completions[0], (1000, DtoStatus::Success, 16));
+    assert_eq!(out.invalidated, vec![(1000, w)]);
+    assert_eq!(
+        out.terminate_sent,
+        Some(TerminateCause::DdpTagged(DdpTaggedErrorCode::InvalidStag))
+    );
+    assert_eq!(out.end, Some(ConnectionEventKind::Broken));
+    assert!(
+        !out.peer_wrote,
+        "nothing was written through the invalidated window"
+    );
+    // The next input gets a window again, under another STag.
+    let w2 = h.window_stag();
+    assert_ne!(w2, w);
+    let out = h.run(&input(OPS_CRC, 0, 1, &send_invalidate(9)));
+    assert_eq!(out.invalidated, vec![(1000, w2)]);
+    assert_eq!(out.terminate_sent, None);
+    assert_eq!(out.state_after_input, Some(EpState::Connected));
+}
+
+#[test]
+fn send_with_invalidate_of_an_stag_that_cannot_be_invalidated_fails_its_receive() {
+    let h = EngineInbound::new();
+    for (inv, want) in [
+        // A registration (the rw region's own STag), a stale STag: remote operation errors.
+        (
+            RW as u8,
+            TerminateCause::rdmap_operation(RdmapErrorCode::StagCannotBeInvalidated),
+        ),
+        (
+            STALE as u8,
+            TerminateCause::rdmap_operation(RdmapErrorCode::StagCannotBeInvalidated),
+        ),
+        // Another PZ's: a remote protection error.
+        (
+            OTHER_PZ as u8,
+            TerminateCause::rdmap_protection(RdmapErrorCode::StagCannotBeInvalidated),
+        ),
+    ] {
+        let out = h.run(&input(OPS_CRC, 0, 2, &send_invalidate(inv)));
+        assert_eq!(
+            out.completions[..2],
+            [
+                (1000, DtoStatus::RemoteResponder, 0),
+                (1001, DtoStatus::Flushed, 0)
+            ],
+            "selector {inv}"
+        );
+        assert!(out.invalidated.is_empty());
+        assert_eq!(out.terminate_sent, Some(want), "selector {inv}");
+        assert_eq!(out.end, Some(ConnectionEventKind::Broken));
+    }
 }
 
 #[test]

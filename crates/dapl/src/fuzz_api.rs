@@ -9,8 +9,9 @@
 //!   of the connection's state ([`FuzzConn::probe`], [`FuzzConn::references`]);
 //! - memory of which only a part is registered (the rest are guard bytes the engine must not
 //!   touch), entered in the IA's memory table at a fixed registered address, so that an input
-//!   means the same in any process ([`FuzzMemory`], [`enter_lmr`], [`remove_lmr`]): the public
-//!   `Lmr` chooses its own address and registers all of its memory.
+//!   means the same in any process ([`FuzzMemory`], [`enter_lmr`], [`enter_rmr`] for a window a
+//!   peer may invalidate, [`remove_lmr`]): the public `Lmr` chooses its own address and
+//!   registers all of its memory.
 
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -161,6 +162,30 @@ pub fn enter_lmr(
         pz.id(),
         privs,
         ia.0.attr.max_lmrs,
+    )
+}
+
+/// As [`enter_lmr`], but the entry is a bound RMR's (a memory window, remote access only):
+/// the one kind a peer's Send with Invalidate can invalidate. It has no owner (no DAT RMR
+/// learns of its invalidation); [`remove_lmr`] removes it too.
+pub fn enter_rmr(
+    ia: &InterfaceAdapter,
+    pz: &Pz,
+    mem: &FuzzMemory,
+    offset: usize,
+    va: u64,
+    len: u64,
+    privs: MemPriv,
+) -> Option<u32> {
+    ia.0.memtable.insert(
+        EntryKind::Rmr,
+        mem.0.clone(),
+        offset,
+        va,
+        len,
+        pz.id(),
+        privs,
+        ia.0.attr.max_rmrs,
     )
 }
 

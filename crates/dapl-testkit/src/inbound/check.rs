@@ -27,15 +27,25 @@ impl Run<'_> {
                     Ok(Segment::Write {
                         stag, to, payload, ..
                     }) if !payload.is_empty()
-                        && [RW, WO].iter().any(|&i| self.h.regions[i].stag == stag) =>
+                        && (stag == self.window
+                            || [RW, WO].iter().any(|&i| self.h.regions[i].stag == stag)) =>
                     {
                         self.peer_writes.push((stag, to, payload.to_vec()));
                     }
-                    Ok(Segment::Send { last, payload, .. }) => {
+                    Ok(Segment::Send {
+                        last,
+                        payload,
+                        invalidate_stag,
+                        ..
+                    }) => {
+                        // The link reads a Send with Invalidate's STag from its first segment.
+                        let inv = *self.cur_send_inv.get_or_insert(invalidate_stag);
                         self.cur_send.extend_from_slice(payload);
                         if last {
                             self.send_msgs.push(std::mem::take(&mut self.cur_send));
                             self.send_immed.push(None);
+                            self.send_inv.push(inv);
+                            self.cur_send_inv = None;
                         }
                     }
                     Ok(Segment::ImmediateData { data, .. }) => {
@@ -44,6 +54,7 @@ impl Run<'_> {
                         };
                         self.send_msgs.push(Vec::new());
                         self.send_immed.push(Some((word(0), word(4))));
+                        self.send_inv.push(None);
                     }
                     Ok(Segment::ReadResponse { last, payload, .. }) => {
                         self.cur_resp.extend_from_slice(payload);
@@ -208,8 +219,34 @@ impl Run<'_> {
                 if recv && d.operation == DtoOp::RecvImmed {
                     assert_eq!(d.status, DtoStatus::Success, "RECV_IMMED is a success");
                     let imm = d.immediate.expect("RECV_IMMED carries the immediate data");
+                    assert_eq!(d.rmr_context, None, "an RMR context on RECV_IMMED");
                     self.immed_done.insert(d.cookie.0, imm);
                     self.outcome.immediates.push((d.cookie.0, imm));
+                } else if recv && d.operation == DtoOp::ReceiveWithInvalidate {
+                    assert_eq!(
+                        d.immediate, None,
+                        "immediate data on RECEIVE_WITH_INVALIDATE"
+                    );
+                    match d.status {
+                        DtoStatus::Success => {
+                            let stag = d
+                                .rmr_context
+                                .expect("a successful RECEIVE_WITH_INVALIDATE names the STag")
+                                .0;
+                            assert_eq!(
+                                stag, self.window,
+                                "an STag other than the window's was invalidated"
+                            );
+                            assert!(
+                                self.outcome.invalidated.is_empty(),
+                                "the window was invalidated twice"
+                            );
+                            self.inval_done.insert(d.cookie.0, stag);
+                            self.outcome.invalidated.push((d.cookie.0, stag));
+                        }
+                        DtoStatus::RemoteResponder => assert_eq!(d.rmr_context, None),
+                        s => panic!("RECEIVE_WITH_INVALIDATE completed {s:?}"),
+                    }
                 } else {
                     assert_eq!(
                         d.operation,
@@ -220,6 +257,7 @@ impl Run<'_> {
                         }
                     );
                     assert_eq!(d.immediate, None, "immediate data on a {:?}", d.operation);
+                    assert_eq!(d.rmr_context, None, "an RMR context on a {:?}", d.operation);
                 }
                 let posted = if recv { &self.recvs } else { &self.reads };
                 assert!(
@@ -377,7 +415,7 @@ impl Run<'_> {
         for (what, list) in [("receive", &self.recvs), ("read", &self.reads)] {
             // 0: successes so far; 1: past the first failure; 2: past the first never-completed.
             let mut stage = 0;
-            for p in list {
+            for (n, p) in list.iter().enumerate() {
                 let c = p.cookie;
                 match self.done.get(&c).copied() {
                     Some((DtoStatus::Success, len)) => {
@@ -394,8 +432,15 @@ impl Run<'_> {
                         }
                     }
                     Some((s, _)) => {
+                        // A receive too short for its Send, or whose Send with Invalidate named
+                        // an STag that could not be invalidated (the n-th receive took the n-th
+                        // message); a read the peer refused.
                         let cut_short = match what {
-                            "receive" => s == DtoStatus::LocalLength,
+                            "receive" => {
+                                s == DtoStatus::LocalLength
+                                    || (s == DtoStatus::RemoteResponder
+                                        && self.send_inv.get(n).copied().flatten().is_some())
+                            }
                             _ => s == DtoStatus::RemoteAccess,
                         };
                         assert!(
@@ -509,6 +554,14 @@ impl Run<'_> {
                     "{what} {}: RECV_IMMED for a Send",
                     p.cookie
                 );
+                if what == "receive" {
+                    assert_eq!(
+                        self.inval_done.get(&p.cookie).copied(),
+                        self.send_inv.get(n).copied().flatten(),
+                        "receive {}: message {n}'s Send with Invalidate and the completion differ",
+                        p.cookie
+                    );
+                }
                 assert_eq!(len, msg.len() as u64, "{what} {}: length", p.cookie);
                 assert!(
                     self.gather(region, &p.pieces, msg.len()) == *msg,
@@ -580,7 +633,7 @@ impl Run<'_> {
                     let writes = self.peer_writes.iter().map(|(s, t, p)| (*s, *t, &p[..]));
                     let partial = partial.as_ref().map(|(s, t, p)| (*s, *t, &p[..]));
                     let explained = writes.chain(partial).any(|(stag, to, pay)| {
-                        stag == r.stag
+                        (stag == r.stag || (i == RW && stag == self.window))
                             && addr
                                 .checked_sub(to)
                                 .and_then(|d| pay.get(usize::try_from(d).ok()?))

@@ -23,7 +23,10 @@
 //! may read and write (16 KiB, so that Writes large enough for cut-through placement fit), one
 //! it may only write, one it may only read, a local-only one, one in another PZ, one holding the
 //! posted receive buffers, one holding the RDMA read sinks (small ones and one of 12 KiB), and a
-//! stale STag. Before each input every byte is set to a known pattern.
+//! stale STag; and a window (a bound RMR's entry, `dapl::fuzz_api::enter_rmr`) over 1 KiB of the
+//! rw region, the one STag a peer's Send with Invalidate can invalidate (it is entered again
+//! before the next input once an input invalidated it). Before each input every byte is set to
+//! a known pattern.
 //!
 //! Invariants checked on every input (a failed one panics):
 //! - no panic in the link or the engine;
@@ -33,6 +36,10 @@
 //!   by RFC 7306 Immediate Data, the end of an RDMA Write with Immediate Data, not at all), and
 //!   in the sink region only the sinks of reads that got a response (and none past the read
 //!   length);
+//! - a receive taken by a Send with Invalidate (the STag of its first segment) completes
+//!   RECEIVE_WITH_INVALIDATE naming that STag, which must be the window's (the only one that can
+//!   be invalidated), at most once per input; one that could not be invalidated completes
+//!   REMOTE_RESPONDER (the receive cut short) and the connection breaks;
 //! - receives and reads complete in posting order: successes first, then at most one that may
 //!   have been cut short, then flushes;
 //! - what the connection sends parses (FPDU framing, CRC when negotiated, segments): our Read
@@ -61,12 +68,12 @@
 
 #![allow(clippy::new_without_default)]
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
-use dapl::fuzz_api::{enter_lmr, remove_lmr, FuzzConn, FuzzMemory, FuzzProbe};
+use dapl::fuzz_api::{enter_lmr, enter_rmr, remove_lmr, FuzzConn, FuzzMemory, FuzzProbe};
 use dapl::{
     CloseFlags, CompletionFlags, ConnectionEventKind, DtoStatus, Endpoint, EpAttr, EpState, Evd,
     EvdFlags, InterfaceAdapter, LmrTriplet, MemPriv, Pz, RmrTriplet, Srq, SrqAttr,
@@ -94,6 +101,10 @@ const READ_SLOTS: usize = 4;
 /// 8 KiB payload and up, CRC off).
 const RW_LEN: usize = 16 * 1024;
 const BIG_SINK: usize = 12 * 1024;
+/// The window: bytes `WINDOW_OFF..WINDOW_OFF + WINDOW_LEN` of the rw region, at the same
+/// registered addresses as through the rw region's own STag.
+const WINDOW_OFF: usize = 4096;
+const WINDOW_LEN: usize = 1024;
 /// "Later": past the RNR grace (500 ms) and the linger time (2 s).
 const LATER: Duration = Duration::from_secs(3);
 /// Drive rounds without quiescence before the harness calls it a livelock.
@@ -235,6 +246,8 @@ pub struct EngineInbound {
     _pz_other: Pz,
     regions: Vec<Region>,
     stale_stag: u32,
+    /// The window's STag; None once an input invalidated it (entered again before the next).
+    window: Cell<Option<u32>>,
 }
 
 /// One posted receive or read: its cookie and where its buffer lies in its region.
@@ -260,6 +273,8 @@ pub struct Outcome {
     pub completions: Vec<(u64, DtoStatus, u64)>,
     /// (cookie, immediate value) of every RECV_IMMED completion, in order.
     pub immediates: Vec<(u64, u32)>,
+    /// (cookie, STag) of every successful RECEIVE_WITH_INVALIDATE completion, in order.
+    pub invalidated: Vec<(u64, u32)>,
     /// Read Responses the connection sent (complete messages).
     pub responses_sent: usize,
     /// Some byte of the peer-writable regions changed.
@@ -308,14 +323,38 @@ impl EngineInbound {
         let stale_stag = enter_lmr(&ia, &pz, &dead, 0, region_va(STALE), 64, MemPriv::ALL)
             .expect("memory table entry");
         assert!(remove_lmr(&ia, stale_stag));
-        EngineInbound {
+        let h = EngineInbound {
             ia,
             async_evd,
             pz,
             _pz_other: pz_other,
             regions,
             stale_stag,
+            window: Cell::new(None),
+        };
+        // Entered last, so that in a fresh process it has STag 9 << 8 | 1.
+        h.window_stag();
+        h
+    }
+
+    /// The window's STag (entering it if an input invalidated it).
+    pub fn window_stag(&self) -> u32 {
+        if let Some(w) = self.window.get() {
+            return w;
         }
+        let rw = &self.regions[RW];
+        let w = enter_rmr(
+            &self.ia,
+            &self.pz,
+            &rw.mem,
+            GUARD + WINDOW_OFF,
+            region_va(RW) + WINDOW_OFF as u64,
+            WINDOW_LEN as u64,
+            MemPriv::REMOTE_READ | MemPriv::REMOTE_WRITE,
+        )
+        .expect("memory table entry");
+        self.window.set(Some(w));
+        w
     }
 
     /// STag of region `i` (0 rw, 1 wo, 2 ro, 3 local, 4 other PZ, 5 receives, 6 sinks), or, for
@@ -351,7 +390,12 @@ impl EngineInbound {
         }
         run.drive();
         run.check_mid();
-        run.finish(control)
+        let window = run.window;
+        let out = run.finish(control);
+        if out.invalidated.iter().any(|&(_, s)| s == window) {
+            self.window.set(None); // gone from the table: entered again for the next input
+        }
+        out
     }
 }
 
@@ -359,6 +403,9 @@ impl Drop for EngineInbound {
     fn drop(&mut self) {
         for r in &self.regions {
             remove_lmr(&self.ia, r.stag);
+        }
+        if let Some(w) = self.window.get() {
+            remove_lmr(&self.ia, w);
         }
         let _ = self.ia.close(CloseFlags::Abrupt);
     }
@@ -379,6 +426,8 @@ pub fn engine_inbound(data: &[u8]) {
 
 struct Run<'h> {
     h: &'h EngineInbound,
+    /// The window's STag during this input.
+    window: u32,
     crc: bool,
     ep: Endpoint,
     srq: Option<Srq>,
@@ -408,7 +457,12 @@ struct Run<'h> {
     /// Per entry of `send_msgs`: `Some((immediate, write length))` if that message of QN 0 was
     /// Immediate Data (its entry in `send_msgs` is empty), whose receive completes RECV_IMMED.
     send_immed: Vec<Option<(u32, u32)>>,
+    /// Per entry of `send_msgs`: the STag its first segment asked to invalidate (a Send with
+    /// Invalidate), as the link reads it.
+    send_inv: Vec<Option<u32>>,
     cur_send: Vec<u8>,
+    /// The first segment of the Send in progress has been seen, with this STag to invalidate.
+    cur_send_inv: Option<Option<u32>>,
     resp_msgs: Vec<Vec<u8>>,
     cur_resp: Vec<u8>,
     gen: PeerState,
@@ -427,6 +481,8 @@ struct Run<'h> {
     done: HashMap<u64, (DtoStatus, u64)>,
     /// Receives that completed RECV_IMMED, with their immediate value.
     immed_done: HashMap<u64, u32>,
+    /// Receives that completed RECEIVE_WITH_INVALIDATE successfully, with the STag.
+    inval_done: HashMap<u64, u32>,
     outcome: Outcome,
     conn_events: Vec<ConnectionEventKind>,
     freed: bool,
@@ -491,6 +547,7 @@ impl<'h> Run<'h> {
             .expect("the endpoint takes the connection");
         Run {
             h,
+            window: h.window_stag(),
             crc,
             ep,
             srq,
@@ -511,7 +568,9 @@ impl<'h> Run<'h> {
             peer_writes: Vec::new(),
             send_msgs: Vec::new(),
             send_immed: Vec::new(),
+            send_inv: Vec::new(),
             cur_send: Vec::new(),
+            cur_send_inv: None,
             resp_msgs: Vec::new(),
             cur_resp: Vec::new(),
             gen: PeerState {
@@ -530,6 +589,7 @@ impl<'h> Run<'h> {
             reads: Vec::new(),
             done: HashMap::new(),
             immed_done: HashMap::new(),
+            inval_done: HashMap::new(),
             outcome: Outcome::default(),
             conn_events: Vec::new(),
             freed: false,

@@ -91,7 +91,10 @@ pub enum Op {
     /// `total(2) seg(1) fill(1)`: a whole Send of `total % 2048` bytes in segments of `seg`
     /// bytes (at least a 64th of the total). Flags: 1 solicited, 2 an RFC 7306 Immediate Data
     /// message instead (the end of an RDMA Write with Immediate Data: immediate value
-    /// `total << 16 | seg << 8 | fill`, write length `total`), 4 with 2: a 7-byte body.
+    /// `total << 16 | seg << 8 | fill`, write length `total`), 4 with 2: a 7-byte body, 8
+    /// without 2: a Send with Invalidate, `inv(1)` follows: every segment names the STag of
+    /// region `inv % 10` (as for a Write: 7 a stale STag, 8 the `u32` that follows; 9 the
+    /// window, the only STag that can be invalidated).
     SendMessage = 8,
     /// `shape(1)`: post a receive (to the SRQ in SRQ mode).
     PostRecv = 9,
@@ -268,6 +271,10 @@ impl Run<'_> {
         // At most 64 segments: long runs of tiny FPDUs only cost time.
         let seg = usize::from(r.u8()).max(total / 64).max(1);
         let fill = r.u8();
+        let invalidate_stag = (flags & 8 != 0).then(|| match r.u8() % 10 {
+            9 => self.window,
+            sel => self.target(sel, r).0,
+        });
         let payload: Vec<u8> = (0..total).map(|i| fill.wrapping_add(i as u8)).collect();
         let mut off = 0;
         loop {
@@ -278,7 +285,7 @@ impl Run<'_> {
                 msn: self.gen.send_msn,
                 mo: self.gen.send_mo,
                 solicited: flags & 1 != 0,
-                invalidate_stag: None,
+                invalidate_stag,
                 payload: &payload[off..end],
             });
             if last {
