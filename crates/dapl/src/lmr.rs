@@ -23,8 +23,10 @@ pub(crate) struct LmrInner {
     pub(crate) region: Arc<RegionMemory>,
     pub(crate) context: u32,
     pub(crate) privs: MemPriv,
-    /// RMRs bound to this LMR.
-    pub(crate) users: AtomicU32,
+    /// RMRs bound to this LMR. Shared with each binding's memory-table entry owner, which
+    /// gives its use back when a peer invalidates the binding (so that owner, which the link's
+    /// thread may drop, never holds the LMR itself).
+    pub(crate) users: Arc<AtomicU32>,
     pub(crate) freed: AtomicBool,
     /// Held by `free` from its check of `users` to the release, and by `Rmr::bind` from its
     /// check of `freed` to counting itself in `users`: a bind racing a free either counts
@@ -91,7 +93,7 @@ impl Pz {
             region,
             context,
             privs,
-            users: AtomicU32::new(0),
+            users: Arc::new(AtomicU32::new(0)),
             freed: AtomicBool::new(false),
             bind_or_free: Mutex::new(()),
         }));

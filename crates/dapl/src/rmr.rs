@@ -1,7 +1,7 @@
 //! Remote Memory Regions (`DAT_RMR`): a window onto part of an LMR that a peer may access
 //! with its own key. Binding and unbinding complete through the endpoint's request EVD.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::ep::Endpoint;
@@ -16,7 +16,10 @@ use crate::types::{
 };
 
 pub(crate) struct Binding {
-    /// Owns the memory-table entry; holds the LMR.
+    /// A bound RMR holds its LMR (dropped with the binding: when it is replaced, freed, or
+    /// found invalidated by a peer).
+    _lmr: Lmr,
+    /// Owns the memory-table entry.
     owner: Arc<BindingOwner>,
     context: u32,
     triplet: LmrTriplet,
@@ -26,16 +29,18 @@ pub(crate) struct Binding {
 /// The owner of a binding's memory-table entry: told once when the entry leaves the table,
 /// whoever removed it (this RMR's rebind, unbind or free, or a peer's Send with Invalidate, in
 /// a link's thread). It gives back the binding's use of the LMR then, so the LMR's `users`
-/// count drops exactly once per binding and `lmr_free` works after a remote invalidation.
+/// count drops exactly once per binding and `lmr_free` works after a remote invalidation. It
+/// holds the count, not the LMR: the table (and so a link's thread) may drop the last
+/// reference to it, which must never free an LMR there.
 pub(crate) struct BindingOwner {
-    lmr: Lmr,
+    lmr_users: Arc<AtomicU32>,
     gone: AtomicBool,
 }
 
 impl EntryOwner for BindingOwner {
     fn removed(&self) {
         if !self.gone.swap(true, Ordering::AcqRel) {
-            self.lmr.0.users.fetch_sub(1, Ordering::AcqRel);
+            self.lmr_users.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -247,7 +252,7 @@ impl Rmr {
                     )
                 })?;
             let owner = Arc::new(BindingOwner {
-                lmr: lmr.clone(),
+                lmr_users: lmr.0.users.clone(),
                 gone: AtomicBool::new(false),
             });
             // Counted before the entry exists: a peer may invalidate it (its owner gives the
@@ -275,6 +280,7 @@ impl Rmr {
                 );
             };
             Some(Binding {
+                _lmr: lmr.clone(),
                 owner,
                 context: ctx,
                 triplet,
