@@ -41,13 +41,10 @@ dat_rc=0
 ./scripts/dat-programs.sh | tee -a "$log" || dat_rc=$?
 [ "$dat_rc" = 0 ] || echo "FAIL dat-programs (exit $dat_rc)" | tee -a "$log"
 # The same programs over the shm link: every check but the two-namespace one (shm is for
-# processes of one host, and a network namespace is another host to it) and, for now, the
-# 8-thread data-validating dapltest: over shm it failed 1 run in 6 on 2026-11-26 ("Recv-reaping
-# DTO problem", connections breaking under the load of 64 endpoints on 2 cores: the shm flake the
-# README names; the check passes over tcp in every run).
+# processes of one host, and a network namespace is another host to it).
 echo "== DAT programs over shm (scripts/dat-programs.sh, ia_params \"shm <ipv4>\")"
 dat_rc=0
-DATPROG_LABEL="shm: " DATPROG_IA_PARAMS="shm %s" ./scripts/dat-programs.sh --skip 'netns|-T T -V' |
+DATPROG_LABEL="shm: " DATPROG_IA_PARAMS="shm %s" ./scripts/dat-programs.sh --skip 'netns' |
   tee -a "$log" || dat_rc=$?
 [ "$dat_rc" = 0 ] || echo "FAIL dat-programs over shm (exit $dat_rc)" | tee -a "$log"
 # Miri over the registered-memory unit tests, ThreadSanitizer over the threaded and polling

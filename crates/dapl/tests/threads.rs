@@ -189,3 +189,109 @@ per_link!(
     many_threads_posting_to_several_endpoints_sharing_evds_account_for_every_completion,
     |link| run(link, 4)
 );
+
+/// Endpoint pairs for [`ping_pong_threads`]: each end with EVDs of its own, so that every
+/// thread waits on its own EVD.
+struct OwnEvds {
+    ep: Endpoint,
+    recv: Evd,
+    req: Evd,
+    buf: Lmr,
+}
+
+fn own_end(s: &Side, conn_evd: &Evd) -> OwnEvds {
+    let recv = s.ia.evd_create(8, None, EvdFlags::DTO).unwrap();
+    let req = s.ia.evd_create(8, None, EvdFlags::DTO).unwrap();
+    let ep =
+        s.ia.endpoint(&s.pz)
+            .recv_evd(&recv)
+            .request_evd(&req)
+            .connect_evd(conn_evd)
+            .build()
+            .unwrap();
+    OwnEvds {
+        ep,
+        recv,
+        req,
+        buf: s.lmr(2 * MSG as usize),
+    }
+}
+
+/// One ping-pong loop: `rounds` times, receive (unless first), send, and on the pinging side
+/// send first. Every wait is `evd_wait` with a bound: a message that never arrives fails.
+fn pong_loop(e: &OwnEvds, rounds: u64, ping: bool) {
+    let wait = |evd: &Evd, what: &str, r: u64| {
+        let (ev, _) = evd
+            .wait(Some(Duration::from_secs(10)), 1)
+            .unwrap()
+            .unwrap_or_else(|| panic!("round {r}: the {what} never completed"));
+        let d = ev.as_dto().expect("a DTO completion").clone();
+        assert_eq!(d.status, DtoStatus::Success, "round {r}: {what}");
+        d
+    };
+    for r in 0..rounds {
+        e.ep.post_recv(&[e.buf.triplet(MSG, MSG)], r, CompletionFlags::empty())
+            .unwrap();
+        if ping {
+            e.buf.write(0, &message(r)).unwrap();
+            e.ep.post_send(&[e.buf.triplet(0, MSG)], r, CompletionFlags::empty())
+                .unwrap();
+            wait(&e.req, "send", r);
+            wait(&e.recv, "receive", r);
+        } else {
+            wait(&e.recv, "receive", r);
+            let mut m = [0u8; MSG as usize];
+            e.buf.read(MSG as usize, &mut m).unwrap();
+            assert_eq!(m, message(r), "round {r}");
+            e.buf.write(0, &m).unwrap();
+            e.ep.post_send(&[e.buf.triplet(0, MSG)], r, CompletionFlags::empty())
+                .unwrap();
+            wait(&e.req, "send", r);
+        }
+    }
+}
+
+/// `pairs` endpoint pairs between two IAs, each end in a thread of its own waiting on EVDs
+/// of its own: the threads of one IA poll and go idle at once, over and over. (The shm link's
+/// producers skip the doorbell while a consumer polls; a window reopened by one thread just as
+/// another closed it once left messages unannounced, and dapltest `-T T -t 4 -w 8` over shm
+/// hung about one run in twelve. This test did not catch that race: the other threads' polls
+/// found the message. It checks that nothing is lost or duplicated with many waiters.)
+fn ping_pong_threads(link: &str, pairs: usize, rounds: u64) {
+    let a = Side::new(link, None);
+    let b = Side::new(link, None);
+    let mut ends = Vec::new();
+    let mut psps = Vec::new();
+    for _ in 0..pairs {
+        let (ea, eb) = (own_end(&a, &a.conn_evd), own_end(&b, &b.conn_evd));
+        psps.push(connect(
+            End {
+                ep: &ea.ep,
+                conn_evd: &a.conn_evd,
+            },
+            &b.ia,
+            End {
+                ep: &eb.ep,
+                conn_evd: &b.conn_evd,
+            },
+            b"",
+            b"",
+        ));
+        ends.push((ea, eb));
+    }
+    std::thread::scope(|s| {
+        for (ea, eb) in &ends {
+            s.spawn(move || pong_loop(ea, rounds, true));
+            s.spawn(move || pong_loop(eb, rounds, false));
+        }
+    });
+    drop(psps);
+    drop(ends);
+    a.close();
+    b.close();
+}
+
+per_link!(
+    threads_each_waiting_on_their_own_evds_of_one_ia_lose_no_message,
+    |link| ping_pong_threads(link, 4, 5000)
+);

@@ -667,7 +667,7 @@ impl Shared {
             }
             std::thread::yield_now();
         }
-        if self.hot_until.load(Ordering::Relaxed) == 0 {
+        if self.hot_until.load(Ordering::SeqCst) == 0 {
             for c in &conns {
                 if ring::stop_polling(&c.inbound) {
                     c.on_bell();
@@ -770,7 +770,7 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
         let hot = shared.hot_until.load(Ordering::Relaxed);
         let now = mono_ns();
         if hot != 0 && hot <= now {
-            shared.hot_until.store(0, Ordering::Relaxed);
+            shared.hot_until.store(0, Ordering::SeqCst);
             shared.end_polling(true);
         }
         let timeout = if hot > now {
@@ -922,7 +922,7 @@ impl Progress for ShmLink {
     fn poll(&self, _for_inbound: bool) -> bool {
         let until = Some(mono_ns() + POLL_WINDOW_NS);
         if let Some(u) = until {
-            self.shared.hot_until.store(u, Ordering::Relaxed);
+            self.shared.hot_until.store(u, Ordering::SeqCst);
         }
         thread_local! {
             // The connections with input, reused from poll to poll (no allocation per poll).
@@ -944,6 +944,13 @@ impl Progress for ShmLink {
                     .filter(|c| c.has_input())
                     .cloned(),
             );
+            // Another consumer may have gone idle meanwhile (`idle`: the window closed, every
+            // ring told to ring again) before the windows just written: producers would skip
+            // the doorbell with nobody left to look. Whoever closes the window later stops
+            // these rings too; if it is closed already, stop them here.
+            if until.is_some() && self.shared.hot_until.load(Ordering::SeqCst) == 0 {
+                self.shared.end_polling(false);
+            }
             let mut any = false;
             for c in ready.drain(..) {
                 any |= c.poll_rx();
@@ -955,7 +962,7 @@ impl Progress for ShmLink {
     /// The consumer goes to sleep: producers ring again (records that came meanwhile are
     /// handed to the progress thread).
     fn idle(&self) {
-        if self.shared.hot_until.swap(0, Ordering::Relaxed) != 0 {
+        if self.shared.hot_until.swap(0, Ordering::SeqCst) != 0 {
             self.shared.end_polling(false);
         }
     }
