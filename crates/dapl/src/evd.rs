@@ -119,15 +119,15 @@ impl EvdInner {
         flags: EvdFlags,
         cno: Option<Cno>,
         is_async: bool,
-    ) -> Arc<Self> {
-        Arc::new(EvdInner {
+    ) -> std::result::Result<Arc<Self>, crate::engine::NoMemory> {
+        Ok(Arc::new(EvdInner {
             id,
             ia,
             progress,
             flags,
             is_async,
             state: Mutex::new(EvdState {
-                queue: VecDeque::with_capacity(qlen),
+                queue: crate::engine::deque(qlen)?,
                 qlen,
                 signalled: 0,
                 enabled: true,
@@ -142,7 +142,7 @@ impl EvdInner {
             freed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             receives: AtomicBool::new(false),
-        })
+        }))
     }
 
     /// `Progress::poll` of the EVD's IA: true if it handled something.
@@ -467,9 +467,17 @@ impl Evd {
                 format!("{} events are queued, more than {qlen}", s.queue.len()),
             );
         }
+        let extra = qlen.saturating_sub(s.queue.len());
+        if s.queue.try_reserve_exact(extra).is_err() {
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceMemory,
+                OP,
+                self.0.object(),
+                format!("cannot grow the queue to {qlen} events (out of memory)"),
+            );
+        }
         s.qlen = qlen;
-        let extra = qlen.saturating_sub(s.queue.capacity());
-        s.queue.reserve(extra);
         Ok(())
     }
 

@@ -465,7 +465,7 @@ impl InterfaceAdapter {
         });
         let owner = Arc::new(IaOwner(Arc::downgrade(&inner)));
         *inner.owner.lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&owner);
-        let evd = Evd(Handle::new(EvdInner::new(
+        let evd = match EvdInner::new(
             inner.next_id(),
             Arc::downgrade(&inner),
             inner.progress.clone(),
@@ -473,7 +473,19 @@ impl InterfaceAdapter {
             EvdFlags::ASYNC,
             None,
             true,
-        )));
+        ) {
+            Ok(e) => Evd(Handle::new(e)),
+            Err(e) => {
+                let _ = InterfaceAdapter(inner, owner).close(CloseFlags::Abrupt);
+                return err(
+                    ErrorType::InsufficientResources,
+                    Subtype::ResourceMemory,
+                    OP,
+                    obj,
+                    format!("the async EVD's queue: {e}"),
+                );
+            }
+        };
         inner.objects().evds.insert(evd.0.id, evd.internal());
         *inner.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = Some(evd.internal());
         Ok((InterfaceAdapter(inner, owner), evd))
@@ -579,7 +591,7 @@ impl InterfaceAdapter {
                 format!("the IA already has {} EVDs", o.evds.len()),
             );
         }
-        let evd = Evd(Handle::new(EvdInner::new(
+        let evd = match EvdInner::new(
             self.0.next_id(),
             Arc::downgrade(&self.0),
             self.0.progress.clone(),
@@ -587,7 +599,18 @@ impl InterfaceAdapter {
             flags,
             cno.cloned(),
             false,
-        )));
+        ) {
+            Ok(e) => Evd(Handle::new(e)),
+            Err(e) => {
+                return err(
+                    ErrorType::InsufficientResources,
+                    Subtype::ResourceMemory,
+                    OP,
+                    self.0.object(),
+                    format!("the EVD's queue: {e}"),
+                )
+            }
+        };
         o.evds.insert(evd.0.id, evd.internal());
         Ok(evd)
     }

@@ -120,22 +120,34 @@ impl InterfaceAdapter {
                 "too many SRQs",
             );
         }
+        let mut no_memory = None;
         let srq = Arc::new_cyclic(|me: &Weak<SrqInner>| {
             let upcalls: Weak<dyn SrqUpcalls> = me.clone();
+            let rq = SharedRq::new(attr.max_recv_dtos, attr.low_watermark, upcalls.clone())
+                .unwrap_or_else(|e| {
+                    no_memory = Some(e);
+                    SharedRq::new(0, None, upcalls).expect("an empty queue allocates nothing")
+                });
             SrqInner {
                 id: self.0.next_id(),
                 pz: pz.internal(),
-                rq: Arc::new(SharedRq::new(
-                    attr.max_recv_dtos,
-                    attr.low_watermark,
-                    upcalls,
-                )),
+                rq: Arc::new(rq),
                 max_recv_iov: attr.max_recv_iov,
                 freed: AtomicBool::new(false),
                 me: me.clone(),
                 handles: AtomicUsize::new(0),
             }
         });
+        if let Some(e) = no_memory {
+            drop(srq); // counted nowhere yet
+            return err(
+                ErrorType::InsufficientResources,
+                Subtype::ResourceMemory,
+                OP,
+                obj,
+                format!("the SRQ's queue: {e}"),
+            );
+        }
         pz.0.users.fetch_add(1, Ordering::SeqCst);
         o.srqs.insert(srq.id, Srq(Handle::internal(srq.clone())));
         Ok(Srq(Handle::new(srq)))

@@ -334,8 +334,9 @@ fn end(mem: &Arc<MemTable>, id: u64, attr: EpAttr) -> End {
         PZ,
         mem.clone(),
         None,
-        attr,
+        attr.clone(),
         weak,
+        crate::engine::qp::QpQueues::new(&attr, false).expect("queues"),
     ));
     let region = Arc::new(RegionMemory::allocate(REGION).expect("region"));
     let stag = mem

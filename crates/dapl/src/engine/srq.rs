@@ -35,17 +35,17 @@ impl SharedRq {
         max: usize,
         low_watermark: Option<usize>,
         upcalls: Weak<dyn SrqUpcalls>,
-    ) -> SharedRq {
-        SharedRq {
+    ) -> Result<SharedRq, crate::engine::NoMemory> {
+        Ok(SharedRq {
             core: Mutex::new(SrqCore {
-                queue: VecDeque::with_capacity(max),
+                queue: crate::engine::deque(max)?,
                 max,
                 low_watermark,
                 lw_armed: low_watermark.is_some(),
                 qps: Vec::new(),
             }),
             upcalls,
-        }
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, SrqCore> {

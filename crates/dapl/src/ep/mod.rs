@@ -14,7 +14,7 @@ mod post;
 pub use builder::EndpointBuilder;
 
 use crate::engine::qp::{
-    Completion, CompletionQueue, ModifyError, PostError, Qp, QpEvent, QpUpcalls,
+    Completion, CompletionQueue, ModifyError, PostError, Qp, QpEvent, QpQueues, QpUpcalls,
 };
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
@@ -239,6 +239,18 @@ impl InterfaceAdapter {
                 ),
             );
         }
+        let queues = match QpQueues::new(&attr, srq.is_some()) {
+            Ok(q) => q,
+            Err(e) => {
+                return err(
+                    ErrorType::InsufficientResources,
+                    Subtype::ResourceMemory,
+                    op,
+                    obj,
+                    format!("the endpoint's work queues: {e}"),
+                )
+            }
+        };
         let id = ia.next_id();
         let inner = Arc::new_cyclic(|me: &Weak<EpInner>| {
             let upcalls: Weak<dyn QpUpcalls> = me.clone();
@@ -260,6 +272,7 @@ impl InterfaceAdapter {
                     srq.map(|s| s.0.rq.clone()),
                     attr,
                     upcalls,
+                    queues,
                 )),
                 reserved_by: Mutex::new(None),
                 soft_high_watermark: Mutex::new(None),

@@ -217,10 +217,34 @@ pub(crate) struct Qp {
     upcalls: Weak<dyn QpUpcalls>,
 }
 
+/// The work queues of a QP, allocated up front for the lengths of its attributes (the fast
+/// path then never allocates); made before the QP so that a lack of memory is an error of the
+/// endpoint's creation, not an abort.
+pub(crate) struct QpQueues {
+    sq: VecDeque<SendWr>,
+    orq: VecDeque<SendWr>,
+    rq: VecDeque<RecvWr>,
+    irq: VecDeque<ReadWork>,
+}
+
+impl QpQueues {
+    /// Queues for `attr` (no receive queue of its own with an SRQ).
+    pub(crate) fn new(attr: &EpAttr, with_srq: bool) -> Result<QpQueues, crate::engine::NoMemory> {
+        use crate::engine::deque;
+        Ok(QpQueues {
+            sq: deque(attr.max_request_dtos)?,
+            orq: deque(attr.max_rdma_read_out)?,
+            rq: deque(if with_srq { 0 } else { attr.max_recv_dtos })?,
+            irq: deque(attr.max_rdma_read_in)?,
+        })
+    }
+}
+
 impl Qp {
     /// A QP in state UNCONNECTED. `id` names it to peers (a loopback request's port
     /// qualifier) and in diagnostics; `pz_id` is the protection zone every remote access
     /// must match; `srq` replaces its own receive queue.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: u64,
         local_addr: IaAddress,
@@ -229,6 +253,7 @@ impl Qp {
         srq: Option<Arc<SharedRq>>,
         attr: EpAttr,
         upcalls: Weak<dyn QpUpcalls>,
+        queues: QpQueues,
     ) -> Qp {
         Qp {
             id,
@@ -237,11 +262,11 @@ impl Qp {
             memtable,
             core: Mutex::new(QpCore {
                 state: EpState::Unconnected,
-                sq: VecDeque::with_capacity(attr.max_request_dtos),
-                orq: VecDeque::with_capacity(attr.max_rdma_read_out),
+                sq: queues.sq,
+                orq: queues.orq,
                 reads_completing: 0,
-                rq: VecDeque::with_capacity(if srq.is_some() { 0 } else { attr.max_recv_dtos }),
-                irq: VecDeque::with_capacity(attr.max_rdma_read_in),
+                rq: queues.rq,
+                irq: queues.irq,
                 attr,
                 conn: None,
                 end_reported: true,
