@@ -646,3 +646,15 @@ fn bytes_of_a_write_still_arriving_when_the_socket_shuts_are_explained() {
     assert_eq!(bytes.len(), 216);
     engine_inbound(&bytes);
 }
+
+/// A fuzz input (2026-11-26): a Send with Invalidate whose first segment is empty and not last
+/// (Invalidate flag, STag 0), then a plain last segment, both at MO 0. The message's first
+/// segment is the one that took the receive buffer, so the message is a Send with Invalidate of
+/// STag 0 (which cannot be invalidated: the receive fails and the connection ends); the link
+/// took the STag from the last segment at MO 0 and completed a plain receive.
+#[test]
+fn a_send_with_invalidate_is_named_by_the_segment_that_took_the_buffer() {
+    let mut input = vec![0x3e, 0x00, 0x41, 0x50];
+    input.resize(31, 0);
+    EngineInbound::new().run(&input);
+}

@@ -401,7 +401,17 @@ impl TcpConn {
         if let Segment::Send { mo: 0, .. } | Segment::ImmediateData { .. } = seg {
             if rx.recv.is_none() {
                 match ep.rx_send_take() {
-                    RxTake::Buffer(wr) => rx.recv = Some((wr, None)),
+                    // A Send with Invalidate's STag comes with the segment that took the
+                    // buffer (the message's first; siw reads it there too).
+                    RxTake::Buffer(wr) => {
+                        let inv = match &seg {
+                            Segment::Send {
+                                invalidate_stag, ..
+                            } => *invalidate_stag,
+                            _ => None,
+                        };
+                        rx.recv = Some((wr, inv));
+                    }
                     RxTake::NoBuffer => {
                         rx.stalled = Some(ulpdu.to_vec());
                         if rx.rnr_until.is_none() {
@@ -428,7 +438,6 @@ impl TcpConn {
                 last,
                 mo,
                 solicited,
-                invalidate_stag,
                 payload,
                 ..
             } => {
@@ -456,8 +465,9 @@ impl TcpConn {
                     }
                 }
                 // Whether the message is a Send with Invalidate, and its STag, come from its
-                // first segment (siw reads them there too).
-                let invalidate = if mo == 0 { invalidate_stag } else { held_inv };
+                // first segment: the one that took the buffer (a zero-length first segment
+                // leaves the next at MO 0 too).
+                let invalidate = held_inv;
                 if last {
                     let len = mo as u64 + payload.len() as u64;
                     if let Err(f) = ep.rx_send_placed(&wr, len, solicited, invalidate) {
