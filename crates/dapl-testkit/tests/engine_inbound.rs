@@ -658,3 +658,31 @@ fn a_send_with_invalidate_is_named_by_the_segment_that_took_the_buffer() {
     input.resize(31, 0);
     EngineInbound::new().run(&input);
 }
+
+/// A fuzz input (2026-11-26, `engine_inbound` on the final tree, 2.5 min in): like the one
+/// above, raw bytes start large RDMA Writes into the peer-writable region whose FPDUs do not
+/// complete, and byte 532 of that region ends 0x00, which the harness cannot explain by any
+/// Write. Open: it fails on the tree before that day's changes too (bb9cdd7), the byte lies
+/// inside the range the peer may write (REMOTE_WRITE), and whether the link placed a byte it
+/// should not have or the harness's model of Writes still arriving misses a path is not known.
+#[test]
+#[ignore = "open: fails; see docs/fuzzing.md, 2026-11-26 (third run)"]
+fn a_write_arriving_in_raw_pieces_changes_only_bytes_the_peer_wrote() {
+    const INPUT: [&str; 8] = [
+        "3a000006c14000c140000001010000000100000000400006c94000c140000001010000000100000040400000",
+        "00000001000000000085080000000000000000000400013a80dbdbdbdbdbdbdbdbdbdbdbdbdbdbdbdbdbdb00",
+        "0000000000020000000000000000000000000000000000000000dbf7db3a000006c14000c140000001010000",
+        "000100000000400006c94000c140000001010000000100000040400000000000010000000000850800000000",
+        "00000000000400013a80dbdbdbdbdbdbdbdbdbdbdbdbdbdbdbdbdbdb00000000000002000000000000000000",
+        "0000000000000000000000dbf7dbdb0000000000000100000000008508000000000000000000040001000000",
+        "00000002000000000000000000db000000000000010000000000850800000000000000000004000100000000",
+        "000002000000000000000000000000dbdbdbdb0000000000000000000000dbdbdb00",
+    ];
+    let input: Vec<u8> = INPUT
+        .concat()
+        .as_bytes()
+        .chunks(2)
+        .map(|h| u8::from_str_radix(std::str::from_utf8(h).unwrap(), 16).unwrap())
+        .collect();
+    EngineInbound::new().run(&input);
+}
