@@ -153,8 +153,8 @@ pub(crate) unsafe extern "C" fn evd_dequeue(
 
 pub(crate) unsafe extern "C" fn evd_resize(evd: DAT_EVD_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
     guard("evd_resize", || {
-        let qlen = from_count(2, qlen)?;
-        handle::evd(evd)?.1.resize(qlen).dat()
+        let (_, e) = handle::evd(evd)?;
+        e.resize(from_count(2, qlen)?).dat()
     })
 }
 

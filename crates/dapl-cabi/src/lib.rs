@@ -100,3 +100,32 @@ pub(crate) fn err(ty: DAT_RETURN, sub: DAT_RETURN) -> DAT_RETURN {
 pub(crate) fn not_implemented(op: &'static str) -> DAT_RETURN {
     guard(op, || Err(err(DAT_NOT_IMPLEMENTED, 0)))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ffi::*;
+
+    /// A handle that names no live object of the argument's kind is `DAT_INVALID_HANDLE`
+    /// whatever the other arguments are: the slots that take a count check the handle first,
+    /// like every other slot. Found by the `cabi_handles` harness (its stable run over
+    /// pseudo-random inputs, before the fuzz target ran): `srq_resize` of a garbage handle
+    /// with a count of -1 returned `DAT_INVALID_PARAMETER`.
+    #[test]
+    fn a_bad_handle_is_invalid_handle_even_when_a_count_is_invalid_too() {
+        let garbage = 0xffff_ffff_ffff_fff8_usize as DAT_HANDLE;
+        for h in [std::ptr::null_mut(), garbage] {
+            for n in [-1, i32::MIN, 0, 8] {
+                let bad = |sub| DAT_CLASS_ERROR | DAT_INVALID_HANDLE | sub;
+                // SAFETY: no pointer arguments; a handle is looked up, never dereferenced.
+                let r = unsafe { crate::evd::evd_resize(h, n) };
+                assert_eq!(r, bad(DAT_INVALID_HANDLE_EVD_REQUEST), "evd_resize({h:p}, {n})");
+                // SAFETY: as above.
+                let r = unsafe { crate::srq::srq_resize(h, n) };
+                assert_eq!(r, bad(DAT_INVALID_HANDLE_SRQ), "srq_resize({h:p}, {n})");
+                // SAFETY: as above.
+                let r = unsafe { crate::srq::srq_set_lw(h, n) };
+                assert_eq!(r, bad(DAT_INVALID_HANDLE_SRQ), "srq_set_lw({h:p}, {n})");
+            }
+        }
+    }
+}

@@ -98,14 +98,14 @@ pub(crate) unsafe extern "C" fn srq_query(
 
 pub(crate) unsafe extern "C" fn srq_resize(srq: DAT_SRQ_HANDLE, qlen: DAT_COUNT) -> DAT_RETURN {
     guard("srq_resize", || {
-        let n = from_count(2, qlen)?;
-        handle::srq(srq)?.1.resize(n).dat()
+        let (_, s) = handle::srq(srq)?;
+        s.resize(from_count(2, qlen)?).dat()
     })
 }
 
 pub(crate) unsafe extern "C" fn srq_set_lw(srq: DAT_SRQ_HANDLE, low: DAT_COUNT) -> DAT_RETURN {
     guard("srq_set_lw", || {
-        let l = lw(2, low)?;
-        handle::srq(srq)?.1.set_lw(l).dat()
+        let (_, s) = handle::srq(srq)?;
+        s.set_lw(lw(2, low)?).dat()
     })
 }
