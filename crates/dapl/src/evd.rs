@@ -253,8 +253,11 @@ impl EvdInner {
             std::mem::take(&mut s.queue)
         };
         // Dropped outside the lock: an event may hold the last reference to an object whose
-        // drop takes other locks (an RMR's binding holds its LMR, whose drop deregisters it).
-        drop(events);
+        // drop takes other locks (an RMR's binding holds its LMR, whose drop deregisters it),
+        // and an unread connection request is rejected, which posts to its requester's EVD.
+        for (ev, _) in events {
+            ev.drop_unread();
+        }
     }
 }
 

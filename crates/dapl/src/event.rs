@@ -2,6 +2,7 @@
 
 use crate::cr::ConnectionRequest;
 use crate::ep::Endpoint;
+use crate::handle::Owned;
 use crate::rmr::Rmr;
 use crate::sp::ServicePoint;
 pub use crate::types::ConnectionEventKind;
@@ -225,6 +226,21 @@ impl Event {
                 ..a
             }),
             Event::Software(v) => Event::Software(v),
+        }
+    }
+
+    /// Drops an event that never reached the consumer (its EVD was freed with it queued). A
+    /// connection request in it was never seen, so nobody can answer it: it is rejected, as
+    /// dropping the last handle to an unanswered request is, or the requester would wait for
+    /// an answer forever (and the IA's graceful close would be refused over a request the
+    /// consumer never had). (A request that comes after the free is not queued at all, and
+    /// `ServicePoint::request_arrived` rejects it.)
+    pub(crate) fn drop_unread(self) {
+        if let Event::ConnectionRequest(c) = &self {
+            let cr = c.cr.0.arc();
+            if cr.handle_count().load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                cr.last_handle_dropped();
+            }
         }
     }
 

@@ -205,6 +205,30 @@ per_link!(
 );
 
 per_link!(
+    a_connection_request_whose_event_is_freed_unread_is_rejected,
+    |link| {
+        // Found by the cabi_handles harness of crates/dapl-cabi (its stable run over
+        // pseudo-random inputs): the consumer freed the PSP and its EVD with a request's
+        // arrival event still queued. Nobody could answer that request: the requester waited
+        // forever, and the IA's graceful close was refused over a request the consumer never
+        // had.
+        let a = Side::new(link, None);
+        let b = Side::new(link, None);
+        let (psp, cr_evd, q, addr) = listen(&b.ia);
+        a.ep.connect(addr.ip(), q, None, b"anyone?").unwrap();
+        eventually("the request's event", || cr_evd.query().unwrap().count > 0);
+        psp.free().unwrap();
+        cr_evd.free().unwrap();
+        a.expect_conn(ConnectionEventKind::PeerRejected);
+        drop((psp, cr_evd));
+        a.close();
+        let (ia, pz, recv_evd, req_evd, conn_evd, ep) = parts(b);
+        drop((pz, recv_evd, req_evd, conn_evd, ep));
+        nothing_lives(ia);
+    }
+);
+
+per_link!(
     dropping_the_last_service_point_handle_frees_its_qualifier,
     |link| {
         let s = Side::new(link, None);
