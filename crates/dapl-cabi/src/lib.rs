@@ -29,6 +29,9 @@ mod evd;
 mod event;
 mod ext;
 pub mod ffi;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzz_api;
 mod handle;
 mod ia;
 mod mem;
@@ -118,7 +121,11 @@ mod tests {
                 let bad = |sub| DAT_CLASS_ERROR | DAT_INVALID_HANDLE | sub;
                 // SAFETY: no pointer arguments; a handle is looked up, never dereferenced.
                 let r = unsafe { crate::evd::evd_resize(h, n) };
-                assert_eq!(r, bad(DAT_INVALID_HANDLE_EVD_REQUEST), "evd_resize({h:p}, {n})");
+                assert_eq!(
+                    r,
+                    bad(DAT_INVALID_HANDLE_EVD_REQUEST),
+                    "evd_resize({h:p}, {n})"
+                );
                 // SAFETY: as above.
                 let r = unsafe { crate::srq::srq_resize(h, n) };
                 assert_eq!(r, bad(DAT_INVALID_HANDLE_SRQ), "srq_resize({h:p}, {n})");

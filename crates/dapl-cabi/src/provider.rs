@@ -267,6 +267,29 @@ extern "C" {
     fn daplrs_extendedop(h: DAT_HANDLE, op: DAT_EXTENDED_OP, args: *mut c_void) -> DAT_RETURN;
 }
 
+/// The entry for the IA name `name`, made (and leaked) the first time, its link set to `link`:
+/// what `ia_open` of that name opens. `dat_provider_init` registers the entry's vtable with
+/// libdat2; `fuzz_api` hands it out directly.
+pub(crate) fn register(name: CString, link: Result<String, String>) -> &'static ProviderEntry {
+    match entry(&name.to_string_lossy()) {
+        Some(e) => {
+            *e.link_name.lock().unwrap_or_else(|p| p.into_inner()) = link;
+            e
+        }
+        None => {
+            let e: &'static mut ProviderEntry = Box::leak(Box::new(ProviderEntry {
+                provider: vtable(std::ptr::null()),
+                name,
+                link_name: Mutex::new(link),
+            }));
+            e.provider.device_name = e.name.as_ptr();
+            let e: &'static ProviderEntry = e;
+            entries().push(e);
+            e
+        }
+    }
+}
+
 /// Called by libdat2 (under its registry lock) the first time an IA name of ours is opened.
 ///
 /// # Safety
@@ -300,23 +323,7 @@ pub unsafe extern "C" fn dat_provider_init(
                 name.to_string_lossy()
             );
         }
-        let entry = match entry(&name.to_string_lossy()) {
-            Some(e) => {
-                *e.link_name.lock().unwrap_or_else(|p| p.into_inner()) = link;
-                e
-            }
-            None => {
-                let e: &'static mut ProviderEntry = Box::leak(Box::new(ProviderEntry {
-                    provider: vtable(std::ptr::null()),
-                    name,
-                    link_name: Mutex::new(link),
-                }));
-                e.provider.device_name = e.name.as_ptr();
-                let e: &'static ProviderEntry = e;
-                entries().push(e);
-                e
-            }
-        };
+        let entry = register(name, link);
         // SAFETY: registering our stable DAT_PROVIDER under libdat2's own key.
         let r = unsafe { dat_registry_add_provider(&entry.provider, info) };
         if r != DAT_SUCCESS {
