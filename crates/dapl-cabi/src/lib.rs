@@ -32,6 +32,9 @@ pub mod ffi;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod handle;
 mod ia;
 mod mem;
