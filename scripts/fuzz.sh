@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target of crates/iwarp and crates/dapl for a fixed time, one after the
-# other.
+# Runs every cargo-fuzz target of crates/iwarp, crates/dapl and crates/dapl-cabi for a fixed
+# time, one after the other.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [-- LIBFUZZER_ARGS...]     (default 60 seconds)
 #
@@ -36,7 +36,7 @@ if ! rustc --version | grep -q nightly; then
   export RUSTC_BOOTSTRAP=1
 fi
 
-crate_dirs=(crates/iwarp crates/dapl)
+crate_dirs=(crates/iwarp crates/dapl crates/dapl-cabi)
 nice_level=${FUZZ_NICE:-10}
 build_args=()
 [ -n "${FUZZ_SANITIZER:-}" ] && build_args+=(--sanitizer "$FUZZ_SANITIZER")
