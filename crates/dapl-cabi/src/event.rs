@@ -77,11 +77,11 @@ pub(crate) fn to_c(evd: Handle, ev: Event) -> DAT_EVENT {
             };
         }
         Event::ConnectionRequest(c) => {
-            let sp = Handle::by_id(c.sp.id());
-            let (sp_ptr, ia) = match sp {
-                Some(h) => (h.as_ptr(), Some(h.ia_handle())),
-                None => (std::ptr::null_mut(), None),
-            };
+            // The CR is a handle of the IA whose EVD it came from, which its IA's close
+            // invalidates: also when its service point was freed before the request was
+            // dequeued (its handle gone, `sp_handle` NULL).
+            let ia = evd.ia_handle();
+            let sp_ptr = ptr_or_null(Handle::by_id(c.sp.id()));
             let remote = c.cr.query().ok();
             let crc = Arc::new(CrC {
                 cr: c.cr,
@@ -89,8 +89,8 @@ pub(crate) fn to_c(evd: Handle, ev: Event) -> DAT_EVENT {
                 remote_port: remote.as_ref().map_or(0, |r| r.remote.remote_port_qual),
             });
             let provider = evd.provider();
-            let cr = Handle::create(provider, ia, Obj::Cr(crc));
-            let local = match ia.and_then(|h| h.obj()) {
+            let cr = Handle::create(provider, Some(ia), Obj::Cr(crc));
+            let local = match ia.obj() {
                 Some(Obj::Ia(iac)) => &*iac.address as *const _ as DAT_IA_ADDRESS_PTR,
                 _ => std::ptr::null_mut(),
             };

@@ -312,3 +312,37 @@ fn every_way_of_closing_leaves_every_handle_invalid() {
     });
     assert_eq!(s.per_function["ia_close"], [8, 8]);
 }
+
+/// A connection request dequeued after its PSP was freed is still a handle of the IA: the
+/// IA's close makes it invalid like every other. Found by the fuzz target (the handle of such a
+/// CR stayed valid after `ia_close`: it was made with no IA, so the close never reached it).
+#[test]
+fn a_connection_request_dequeued_after_its_psp_was_freed_goes_with_its_ia() {
+    let s = run(|| {
+        let mut total = Stats::default();
+        // Mode 4: no connection in the setup, so EP 0 is free to connect; then each way of
+        // closing (3: ABRUPT over everything, 1: free each object first, 0: and GRACEFUL).
+        for mode in [4 | 3, 4 | 1, 4] {
+            add(
+                &mut total,
+                cabi_handles(&input(
+                    mode,
+                    &[
+                        // EP 0 connects to the setup's PSP (the first qualifier of a live
+                        // service point), which is then freed before its request is taken.
+                        ("ep_connect", &[sel::live(0), 0, 0, 0, 0, 0]),
+                        ("psp_free", &[sel::live(0)]),
+                        // The setup's CR EVD is the sixth EVD (after the async EVD, two DTO
+                        // EVDs and two connection EVDs).
+                        ("evd_dequeue", &[sel::live(5)]),
+                        ("cr_query", &[sel::live(0), 1]),
+                    ],
+                )),
+            );
+        }
+        total
+    });
+    assert_eq!(s.events.get(&CONNECTION_REQUEST_EVENT), Some(&3), "{s:#?}");
+    assert_eq!(s.per_function["cr_query"], [3, 3], "{s:#?}");
+    assert_eq!(s.per_function["ia_close"], [3, 3]);
+}
