@@ -86,7 +86,8 @@ pub enum Op {
     RawUlpdu = 5,
     /// `len(1) bytes`: bytes appended as they are.
     RawBytes = 6,
-    /// Flips bit `flags & 7` of the last byte written (a CRC trailer, or the pad).
+    /// Flips bit `flags & 7` of the last byte written (a CRC trailer, or the pad), unless it
+    /// already went to the socket.
     Corrupt = 7,
     /// `total(2) seg(1) fill(1)`: a whole Send of `total % 2048` bytes in segments of `seg`
     /// bytes (at least a 64th of the total). Flags: 1 solicited, 2 an RFC 7306 Immediate Data
@@ -165,8 +166,13 @@ impl Run<'_> {
                     self.wire.extend_from_slice(r.bytes(n));
                 }
                 7 => {
-                    if let Some(b) = self.wire.last_mut() {
-                        *b ^= 1 << (flags & 7);
+                    // Only a byte not yet written to the socket: one the link may have read
+                    // already cannot change (the record of the stream would then differ from
+                    // what the link got, and a placed byte would look unexplained).
+                    if self.wire.len() > self.sent {
+                        if let Some(b) = self.wire.last_mut() {
+                            *b ^= 1 << (flags & 7);
+                        }
                     }
                 }
                 8 => self.op_send_message(flags, &mut r),
