@@ -153,16 +153,8 @@ pub fn enter_lmr(
     len: u64,
     privs: MemPriv,
 ) -> Option<u32> {
-    ia.0.memtable.insert(
-        EntryKind::Lmr,
-        mem.0.clone(),
-        offset,
-        va,
-        len,
-        pz.id(),
-        privs,
-        ia.0.attr.max_lmrs,
-    )
+    let max = ia.0.attr.max_lmrs;
+    enter(EntryKind::Lmr, max, ia, pz, mem, offset, va, len, privs)
 }
 
 /// As [`enter_lmr`], but the entry is a bound RMR's (a memory window, remote access only):
@@ -177,16 +169,24 @@ pub fn enter_rmr(
     len: u64,
     privs: MemPriv,
 ) -> Option<u32> {
-    ia.0.memtable.insert(
-        EntryKind::Rmr,
-        mem.0.clone(),
-        offset,
-        va,
-        len,
-        pz.id(),
-        privs,
-        ia.0.attr.max_rmrs,
-    )
+    let max = ia.0.attr.max_rmrs;
+    enter(EntryKind::Rmr, max, ia, pz, mem, offset, va, len, privs)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn enter(
+    kind: EntryKind,
+    max: usize,
+    ia: &InterfaceAdapter,
+    pz: &Pz,
+    mem: &FuzzMemory,
+    offset: usize,
+    va: u64,
+    len: u64,
+    privs: MemPriv,
+) -> Option<u32> {
+    let table = &ia.0.memtable;
+    table.insert(kind, mem.0.clone(), offset, va, len, pz.id(), privs, max)
 }
 
 /// Removes the entry for `stag` from `ia`'s memory table; true if it was there.
