@@ -948,7 +948,7 @@ impl Progress for ShmLink {
             // ring told to ring again) before the windows just written: producers would skip
             // the doorbell with nobody left to look. Whoever closes the window later stops
             // these rings too; if it is closed already, stop them here.
-            if until.is_some() && self.shared.hot_until.load(Ordering::SeqCst) == 0 {
+            if self.shared.hot_until.load(Ordering::SeqCst) == 0 {
                 self.shared.end_polling(false);
             }
             let mut any = false;
