@@ -33,14 +33,11 @@ impl SpareFd {
 
     /// Out of descriptors with connections waiting: frees the reserve, runs `refuse` (which
     /// accepts and closes until the backlog is empty or accepting fails), and takes the reserve
-    /// back. Returns false when there was no reserve to free (the caller cannot refuse anyone).
-    pub(crate) fn shed(&mut self, refuse: impl FnOnce()) -> bool {
-        if self.0.take().is_none() {
-            self.refill();
-            return false;
+    /// back. Without a reserve to free nobody can be refused: it only tries to take one back.
+    pub(crate) fn shed(&mut self, refuse: impl FnOnce()) {
+        if self.0.take().is_some() {
+            refuse();
         }
-        refuse();
         self.refill();
-        true
     }
 }
