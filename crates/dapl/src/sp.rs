@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::cr::{ConnectionRequest, CrInner};
-use crate::engine::port::{Listener, PendingRequest};
+use crate::engine::port::{is_resource_error, ListenError, Listener, PendingRequest};
 use crate::ep::Endpoint;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::evd::Evd;
@@ -122,17 +122,34 @@ impl InterfaceAdapter {
             handles: AtomicUsize::new(0),
         })));
         let listener: Weak<dyn Listener> = Arc::downgrade(&sp.0) as Weak<dyn Listener>;
-        if !ia.link.listen(ia.attr.ia_address, qual, listener) {
-            return err(
-                ErrorType::ConnQualInUse,
-                Subtype::NoSubtype,
-                op,
-                obj,
-                format!(
-                    "connection qualifier {qual} is in use on {}",
-                    ia.attr.ia_address.ip()
+        if let Err(e) = ia.link.listen(ia.attr.ia_address, qual, listener) {
+            let ip = ia.attr.ia_address.ip();
+            let (kind, reason) = match e {
+                ListenError::InUse => (
+                    ErrorType::ConnQualInUse,
+                    format!(
+                        "connection qualifier {qual} is in use on {ip}: another service point \
+                         (of this process or another) listens there; free it or choose another \
+                         qualifier"
+                    ),
                 ),
-            );
+                ListenError::Denied(why) => (
+                    ErrorType::PrivilegesViolation,
+                    format!("may not listen on connection qualifier {qual} at {ip}: {why}"),
+                ),
+                ListenError::Failed(e) if is_resource_error(&e) => (
+                    ErrorType::InsufficientResources,
+                    format!(
+                        "cannot listen on connection qualifier {qual} at {ip}: {e} (out of file \
+                         descriptors or memory: raise `ulimit -n` or free endpoints)"
+                    ),
+                ),
+                ListenError::Failed(e) => (
+                    ErrorType::InsufficientResources,
+                    format!("cannot listen on connection qualifier {qual} at {ip}: {e}"),
+                ),
+            };
+            return err(kind, Subtype::NoSubtype, op, obj, reason);
         }
         evd.0.users.fetch_add(1, Ordering::SeqCst);
         ia.objects().sps.insert(sp.0.id, sp.internal());

@@ -167,8 +167,13 @@ pub(crate) trait Link: Send + Sync {
     fn name(&self) -> &'static str;
     /// What differs on this link.
     fn caps(&self) -> LinkCaps;
-    /// Starts listening for `qual` at `addr`; false if that qualifier is taken.
-    fn listen(&self, addr: IaAddress, qual: ConnQual, listener: Weak<dyn Listener>) -> bool;
+    /// Starts listening for `qual` at `addr`, or says why it cannot.
+    fn listen(
+        &self,
+        addr: IaAddress,
+        qual: ConnQual,
+        listener: Weak<dyn Listener>,
+    ) -> Result<(), ListenError>;
     /// Stops listening.
     fn unlisten(&self, addr: IaAddress, qual: ConnQual);
     /// Starts connecting `qp` to `remote`/`qual` with private data; the outcome arrives as a
@@ -239,6 +244,17 @@ pub(crate) trait PendingRequest: Send + Sync {
 
 /// True for the errors of a system call that mean this process or host ran out of something
 /// (file descriptors, memory, buffers), as opposed to a peer's or the network's answer.
+/// Why a link cannot listen on a connection qualifier.
+#[derive(Debug)]
+pub(crate) enum ListenError {
+    /// Another listener, of this process or another, holds the qualifier.
+    InUse,
+    /// This process may not listen there: why, and what would be allowed.
+    Denied(String),
+    /// The system refused (out of file descriptors or memory, ...).
+    Failed(std::io::Error),
+}
+
 pub(crate) fn is_resource_error(e: &std::io::Error) -> bool {
     matches!(
         e.raw_os_error(),

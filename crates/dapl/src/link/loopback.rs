@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::engine::port::{
-    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, Listener, OutMsg, PendingRequest,
-    Progress, TxOutcome,
+    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, ListenError, Listener, OutMsg,
+    PendingRequest, Progress, TxOutcome,
 };
 use crate::engine::qp::{Qp, RxReadFault, RxResponse, RxSend, RxWriteFault, RxWriteImmed};
 use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, EpState, IaAddress, MAX_IOV};
@@ -61,7 +61,12 @@ impl Link for Loopback {
         }
     }
 
-    fn listen(&self, addr: IaAddress, qual: ConnQual, listener: Weak<dyn Listener>) -> bool {
+    fn listen(
+        &self,
+        addr: IaAddress,
+        qual: ConnQual,
+        listener: Weak<dyn Listener>,
+    ) -> Result<(), ListenError> {
         // Declared before the guard, so dropped after it: the upgraded listener may be the
         // last reference to a freed service point, whose drop must not run under the lock.
         let existing;
@@ -69,10 +74,10 @@ impl Link for Loopback {
         let key = (addr.ip(), qual);
         existing = l.get(&key).and_then(Weak::upgrade);
         if existing.as_ref().is_some_and(|s| s.is_open()) {
-            return false;
+            return Err(ListenError::InUse);
         }
         l.insert(key, listener);
-        true
+        Ok(())
     }
 
     fn unlisten(&self, addr: IaAddress, qual: ConnQual) {

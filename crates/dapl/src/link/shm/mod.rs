@@ -56,8 +56,9 @@ use self::ring::{
     Consumer, Header, Kind, Producer, BROKEN, INVALIDATE, LAST, PULL, READ_REFUSED, SOLICITED,
 };
 use crate::engine::port::{
-    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, Listener as PortListener, OutMsg,
-    Payload, PendingRequest, Progress, TxOutcome, MAX_PRIVATE_DATA,
+    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, ListenError,
+    Listener as PortListener, OutMsg, Payload, PendingRequest, Progress, TxOutcome,
+    MAX_PRIVATE_DATA,
 };
 use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
@@ -825,30 +826,33 @@ impl Link for ShmLink {
         }
     }
 
-    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: Weak<dyn PortListener>) -> bool {
+    fn listen(
+        &self,
+        addr: IaAddress,
+        qual: ConnQual,
+        sp: Weak<dyn PortListener>,
+    ) -> Result<(), ListenError> {
         let s = &self.shared;
         let mut by_qual = lock(&s.listeners);
         if by_qual.contains_key(&qual) {
-            return false;
+            return Err(ListenError::InUse);
         }
-        let Ok(name) = rendezvous(addr.ip(), qual) else {
-            return false;
-        };
-        let Ok(sock) = seqpacket() else {
-            return false;
-        };
-        if rustix::net::bind_unix(&sock, &name).is_err()
-            || rustix::net::listen(&sock, 1024).is_err()
-        {
-            return false;
-        }
+        let name = rendezvous(addr.ip(), qual).map_err(ListenError::Failed)?;
+        let sock = seqpacket().map_err(ListenError::Failed)?;
+        rustix::net::bind_unix(&sock, &name).map_err(|e| match e {
+            rustix::io::Errno::ADDRINUSE => ListenError::InUse,
+            e => ListenError::Failed(e.into()),
+        })?;
+        rustix::net::listen(&sock, 1024).map_err(|e| ListenError::Failed(e.into()))?;
         let token = s.token();
         let l = Arc::new(ListenSock { sock, sp });
         if !s.add(&l.sock, token, Entry::Listener(l.clone())) {
-            return false;
+            return Err(ListenError::Failed(std::io::Error::other(
+                "cannot add the listening socket to the link's epoll set",
+            )));
         }
         by_qual.insert(qual, token);
-        true
+        Ok(())
     }
 
     fn unlisten(&self, _addr: IaAddress, qual: ConnQual) {

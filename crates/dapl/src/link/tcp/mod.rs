@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use rustix::event::epoll::{self, EventData, EventFlags};
 use socket2::{Domain, Socket, Type};
 
-use crate::engine::port::{CrossMemoryAttach, Link, LinkCaps, Listener as PortListener, Progress};
+use crate::engine::port::{
+    CrossMemoryAttach, Link, LinkCaps, ListenError, Listener as PortListener, Progress,
+};
 use crate::engine::qp::Qp;
 use crate::link::spare_fd::SpareFd;
 use crate::types::{ConnQual, ConnectionEventKind, EpState, IaAddress, MAX_IOV};
@@ -430,31 +432,34 @@ impl Link for TcpLink {
         }
     }
 
-    fn listen(&self, addr: IaAddress, qual: ConnQual, sp: Weak<dyn PortListener>) -> bool {
+    fn listen(
+        &self,
+        addr: IaAddress,
+        qual: ConnQual,
+        sp: Weak<dyn PortListener>,
+    ) -> Result<(), ListenError> {
         let port = port_for_qual(qual);
         let mut by_port = lock(&self.shared.listeners_by_port);
         if by_port.contains_key(&port) {
-            return false;
+            return Err(ListenError::InUse);
         }
-        let sock = match bind_listener(SocketAddr::new(addr.ip(), port)) {
-            Ok(s) => s,
-            Err(_) => return false,
-        };
+        let sock = bind_listener(SocketAddr::new(addr.ip(), port)).map_err(|e| match e.kind() {
+            io::ErrorKind::AddrInUse => ListenError::InUse,
+            io::ErrorKind::PermissionDenied => ListenError::Denied(privileged_port(port)),
+            _ => ListenError::Failed(e),
+        })?;
         let token = NEXT_TOKEN.fetch_add(1, Ordering::Relaxed);
         let l = Arc::new(Listener { sock, sp });
-        if epoll::add(
+        epoll::add(
             &self.shared.epoll,
             l.sock.as_fd(),
             EventData::new_u64(token),
             EventFlags::IN,
         )
-        .is_err()
-        {
-            return false;
-        }
+        .map_err(|e| ListenError::Failed(e.into()))?;
         lock(&self.shared.entries).insert(token, Entry::Listener(l));
         by_port.insert(port, token);
-        true
+        Ok(())
     }
 
     fn unlisten(&self, _addr: IaAddress, qual: ConnQual) {
@@ -566,6 +571,19 @@ impl TcpLink {
         let armed = *lock(&self.shared.conns_armed);
         (armed, self.shared.detached.load(Ordering::Relaxed))
     }
+}
+
+/// Why binding TCP `port` was refused: the host's first unprivileged port and what to do.
+fn privileged_port(port: u16) -> String {
+    let first = std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(1024);
+    format!(
+        "TCP port {port} is below this host's first unprivileged port ({first}, sysctl \
+         net.ipv4.ip_unprivileged_port_start) and this process lacks CAP_NET_BIND_SERVICE: \
+         choose a connection qualifier of {first} or above"
+    )
 }
 
 fn bind_listener(addr: SocketAddr) -> io::Result<TcpListener> {
