@@ -9,6 +9,7 @@ need_pkgs=()
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v ip >/dev/null || need_pkgs+=(iproute2) # tcp_hosts: network namespaces as hosts
 command -v dapltest >/dev/null || need_pkgs+=(dapl2-utils) # Debian's DAT test programs
+command -v dpkg-shlibdeps >/dev/null || need_pkgs+=(dpkg-dev) # cargo deb (scripts/deb-check.sh)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -51,6 +52,14 @@ dat_rc=0
 DATPROG_LABEL="shm: " DATPROG_IA_PARAMS="shm %s" ./scripts/dat-programs.sh --skip 'netns|dtest -W -D -a' |
   tee -a "$log" || dat_rc=$?
 [ "$dat_rc" = 0 ] || echo "FAIL dat-programs over shm (exit $dat_rc)" | tee -a "$log"
+# The Debian package (cargo-deb; README, "DAT programs in C"): built from the release library
+# above and its contents checked; as root also installed with apt-get, dtest run against it
+# through /etc/dat.conf, removed and purged (/etc/dat.conf put back byte for byte). One
+# PASS/FAIL line per check, counted below.
+echo "== Debian package (scripts/deb-check.sh)"
+deb_rc=0
+./scripts/deb-check.sh | tee -a "$log" || deb_rc=$?
+[ "$deb_rc" = 0 ] || echo "FAIL deb-check (exit $deb_rc)" | tee -a "$log"
 # Miri over the registered-memory unit tests, ThreadSanitizer over the threaded and polling
 # tests, AddressSanitizer over the revocation tests (nightly toolchain, installed by rustup;
 # docs/architecture.md, "Memory safety"). One PASS/FAIL line per check, counted below.
