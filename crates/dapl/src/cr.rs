@@ -199,6 +199,14 @@ impl ConnectionRequest {
             Some(self.0.info.remote_addr),
             Some(self.0.sp.0.qual),
         );
+        tracing::debug!(
+            ia = ia.id,
+            cr = self.0.id,
+            ep = ep.0.id,
+            attempt,
+            remote = %self.0.info.remote_addr,
+            "accepting"
+        );
         if !pending.accept(&ep.0.qp, private_data) {
             ep.0.qp.attempt_failed(
                 attempt,
@@ -232,6 +240,7 @@ impl ConnectionRequest {
             ep.0.qp
                 .transition(EpState::TentativeConnectionPending, EpState::Reserved);
         }
+        tracing::debug!(cr = self.0.id, "rejecting");
         pending.reject(private_data);
         Ok(())
     }

@@ -208,6 +208,12 @@ impl EvdInner {
     }
 
     fn overflow(self: &Arc<Self>) {
+        tracing::warn!(
+            evd = self.id,
+            ia = self.ia.upgrade().map(|ia| ia.id),
+            qlen = self.lock().qlen,
+            "EVD overflow: an event was dropped"
+        );
         if self.is_async {
             return; // nowhere left to report it
         }

@@ -488,6 +488,13 @@ impl InterfaceAdapter {
         };
         inner.objects().evds.insert(evd.0.id, evd.internal());
         *inner.async_evd.lock().unwrap_or_else(|p| p.into_inner()) = Some(evd.internal());
+        tracing::debug!(
+            ia = inner.id,
+            name,
+            link = inner.link.name(),
+            address = %inner.attr.ia_address,
+            "IA opened"
+        );
         Ok((InterfaceAdapter(inner, owner), evd))
     }
 
@@ -678,6 +685,7 @@ impl IaInner {
         } else {
             self.teardown();
         }
+        tracing::debug!(ia = self.id, ?flags, "IA closed");
         self.link.shutdown();
         self.closed.store(true, Ordering::Release);
         let evds: Vec<Evd> = self.objects().evds.values().cloned().collect();

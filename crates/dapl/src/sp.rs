@@ -290,12 +290,21 @@ impl ServicePoint {
             }
         }
         let ia = &self.0.ia;
+        let remote = pending.info().remote_addr;
         let cr = ConnectionRequest(Handle::internal(Arc::new(CrInner::new(
             ia.next_id(),
             self.internal(),
             pending,
         ))));
         ia.objects().crs.insert(cr.0.id, cr.clone());
+        tracing::debug!(
+            ia = ia.id,
+            sp = self.0.id,
+            cr = cr.0.id,
+            qual = self.0.qual,
+            %remote,
+            "connection request"
+        );
         let queued = self.0.evd.0.push(
             Event::ConnectionRequest(CrArrival {
                 sp: self.internal(),
@@ -305,6 +314,10 @@ impl ServicePoint {
             true,
         );
         if !queued {
+            tracing::warn!(
+                cr = cr.0.id,
+                "connection request rejected: its EVD could not queue it"
+            );
             // The EVD was full (its overflow is reported): nobody will see the request, so
             // the requester is answered now rather than left waiting.
             let _ = cr.reject(&[]);

@@ -292,6 +292,13 @@ impl InterfaceAdapter {
             s.0.rq.attach(&inner.qp);
         }
         o.eps.insert(id, Endpoint(Handle::internal(inner.clone())));
+        tracing::debug!(
+            ia = ia.id,
+            ep = id,
+            pz = pz.0.id,
+            srq = ?srq.map(|s| s.0.id),
+            "EP created"
+        );
         Ok(Endpoint(Handle::new(inner)))
     }
 }
@@ -633,6 +640,15 @@ impl Endpoint {
                 )
             }
         };
+        tracing::debug!(
+            ia = ia.id,
+            ep = self.0.id,
+            attempt,
+            %remote,
+            qual,
+            ?timeout,
+            "connecting"
+        );
         if let Some(t) = timeout {
             let weak = Arc::downgrade(&self.0.qp);
             let timer = crate::engine::timer::at(std::time::Instant::now() + t, move || {
@@ -678,6 +694,13 @@ impl Endpoint {
         self.check_handle(OP)?;
         let qp = &self.0.qp;
         let (state, attempt) = qp.state_and_attempt();
+        tracing::debug!(
+            ia = self.0.ia.id,
+            ep = self.0.id,
+            ?flags,
+            ?state,
+            "disconnect"
+        );
         match state {
             EpState::Connected if flags == CloseFlags::Graceful => qp.disconnect_graceful(),
             EpState::Connected | EpState::DisconnectPending => {
@@ -731,6 +754,7 @@ impl Endpoint {
                 "the endpoint is reserved by an RSP; free the RSP first",
             );
         }
+        tracing::debug!(ia = self.0.ia.id, ep = self.0.id, "EP freed");
         self.0.qp.abort_for_close();
         self.0.release();
         Ok(())

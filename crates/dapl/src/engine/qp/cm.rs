@@ -56,6 +56,27 @@ impl Qp {
             let rq: Vec<RecvWr> = c.rq.drain(..).collect();
             (c.conn.take(), report, sq, rq)
         };
+        let conn_id = conn.as_ref().map(|c| c.id());
+        if kind == ConnectionEventKind::Broken {
+            tracing::info!(
+                ep = self.id,
+                conn = conn_id,
+                ?kind,
+                flushed_sends = flushed_sq.len(),
+                flushed_recvs = flushed_rq.len(),
+                "connection broken"
+            );
+        } else {
+            tracing::debug!(
+                ep = self.id,
+                conn = conn_id,
+                ?kind,
+                flushed_sends = flushed_sq.len(),
+                flushed_recvs = flushed_rq.len(),
+                notify_peer,
+                "connection ended"
+            );
+        }
         self.rnr_blocked.store(false, Ordering::SeqCst);
         let recv_flags = self.lock().attr.recv_completion_flags;
         for wr in &flushed_sq {
@@ -169,6 +190,7 @@ impl Qp {
         ord: usize,
         remote: IaAddress,
     ) -> bool {
+        let conn_id = conn.id();
         #[cfg(any(test, feature = "testing"))]
         let conn = crate::engine::faults::wrap(self.id, conn);
         {
@@ -198,6 +220,15 @@ impl Qp {
             c.irq.reserve(ird);
             c.orq.reserve(ord);
         }
+        tracing::debug!(
+            ep = self.id,
+            conn = conn_id,
+            attempt,
+            ird,
+            ord,
+            %remote,
+            "connection established"
+        );
         true
     }
 
@@ -237,6 +268,7 @@ impl Qp {
                 conn.close(true);
             }
         }
+        tracing::debug!(ep = self.id, attempt, ?kind, "connection attempt failed");
         // Receives posted before the attempt are flushed like any on a DISCONNECTED EP.
         self.end_flush_only();
         self.event(QpEvent::AttemptFailed(kind, private_data));
@@ -256,6 +288,14 @@ impl Qp {
                 c.attr.recv_completion_flags,
             )
         };
+        if !sq.is_empty() || !rq.is_empty() {
+            tracing::debug!(
+                ep = self.id,
+                flushed_sends = sq.len(),
+                flushed_recvs = rq.len(),
+                "work flushed"
+            );
+        }
         for wr in &sq {
             self.complete_send(wr, DtoStatus::Flushed, 0);
         }
@@ -310,6 +350,10 @@ impl Qp {
             }
             c.state = EpState::DisconnectPending;
         }
+        tracing::debug!(
+            ep = self.id,
+            "disconnect pending: the send queue drains first"
+        );
         self.pump();
         // pump ends the connection once the queues are empty; if a transmitter is busy
         // elsewhere it will do so.

@@ -1756,6 +1756,17 @@ impl ShmConn {
                 }
             }
             Kind::Close => {
+                let broken = h.flags & BROKEN != 0;
+                if broken {
+                    tracing::warn!(
+                        conn = self.id,
+                        ep = qp.id(),
+                        read_refused = h.flags & READ_REFUSED != 0,
+                        "broken Close received"
+                    );
+                } else {
+                    tracing::debug!(conn = self.id, ep = qp.id(), "Close received");
+                }
                 let held = rx.recv.take();
                 rx.done = true;
                 if let Some((wr, _)) = held {
@@ -1764,7 +1775,7 @@ impl ShmConn {
                 if h.flags & READ_REFUSED != 0 {
                     qp.fail_oldest_read(DtoStatus::RemoteAccess);
                 }
-                qp.peer_closed(self.id, h.flags & BROKEN != 0);
+                qp.peer_closed(self.id, broken);
                 self.finish();
                 Step::Stop
             }
@@ -1837,7 +1848,15 @@ impl ShmConn {
     }
 
     /// The peer broke the rules or refused an access: tell it (a broken Close), flush, break.
+    /// The event names the line that found the fault (`at`), which says what it was.
+    #[track_caller]
     fn fail(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, read_refused: bool) -> Step {
+        tracing::warn!(
+            conn = self.id,
+            read_refused,
+            at = %std::panic::Location::caller(),
+            "broken Close sent: the peer's record was refused"
+        );
         let held = rx.recv.take();
         rx.done = true;
         rx.rnr_until = None;

@@ -75,6 +75,21 @@ enum Phase {
     Dead,
 }
 
+impl Phase {
+    /// The phase's name, for diagnostics.
+    fn name(&self) -> &'static str {
+        match self {
+            Phase::Connecting { .. } => "connecting",
+            Phase::AwaitReply { .. } => "await_reply",
+            Phase::AwaitRequest { .. } => "await_request",
+            Phase::AwaitAccept { .. } => "await_accept",
+            Phase::Established => "established",
+            Phase::Closing { .. } => "closing",
+            Phase::Dead => "dead",
+        }
+    }
+}
+
 struct Rx {
     phase: Phase,
     buf: Box<[u8]>,

@@ -40,6 +40,7 @@ impl TcpConn {
             Err(e) => return Err((e, dial)),
         };
         let target = dial.target;
+        tracing::debug!(conn = id, ep = ep.id(), attempt, %target, "dialling");
         let conn = Arc::new(TcpConn::new(
             id,
             Arc::downgrade(shared),
@@ -122,6 +123,7 @@ impl TcpConn {
         {
             return;
         }
+        tracing::debug!(conn = id, %peer, "TCP connection accepted");
         let resp = MpaResponder::new(ResponderConfig {
             crc_required: shared.opts.crc,
         });
@@ -155,8 +157,17 @@ impl TcpConn {
             },
         });
         match sp.upgrade().filter(|s| s.is_open()) {
-            Some(sp) => sp.request_arrived(req),
-            None => req.reject(&[]),
+            Some(sp) => {
+                tracing::debug!(conn = self.id, "MPA Request received");
+                sp.request_arrived(req)
+            }
+            None => {
+                tracing::debug!(
+                    conn = self.id,
+                    "MPA Request for a closed listener: rejected"
+                );
+                req.reject(&[])
+            }
         }
     }
 
@@ -168,6 +179,15 @@ impl TcpConn {
         acc: iwarp::mpa::Accepted,
     ) -> bool {
         let neg = acc.negotiated;
+        tracing::debug!(
+            conn = self.id,
+            revision = neg.revision,
+            crc = neg.crc,
+            ird = neg.ird,
+            ord = neg.ord,
+            rtr = ?neg.rtr,
+            "MPA Reply received"
+        );
         {
             let mut tx = lock(&self.tx);
             tx.enc = FpduEncoder::new(neg.crc);
@@ -250,6 +270,16 @@ impl PendingRequest for TcpRequest {
         let Some(neg) = resp.negotiated().copied() else {
             return false;
         };
+        tracing::debug!(
+            conn = c.id,
+            ep = ep.id(),
+            revision = neg.revision,
+            crc = neg.crc,
+            ird = neg.ird,
+            ord = neg.ord,
+            rtr = ?neg.rtr,
+            "MPA Reply sent"
+        );
         rx.phase = Phase::Established;
         rx.crc = neg.crc;
         {
@@ -291,6 +321,7 @@ impl PendingRequest for TcpRequest {
             return;
         };
         let reply = resp.reject(private_data).ok();
+        tracing::debug!(conn = c.id, "MPA Reject sent");
         rx.phase = Phase::Closing {
             deadline: Instant::now() + LINGER,
         };

@@ -148,6 +148,12 @@ impl TcpConn {
     fn on_eof(self: &Arc<Self>, mut rx: MutexGuard<'_, Rx>, error: bool) {
         rx.peer_gone = true;
         let phase = std::mem::replace(&mut rx.phase, Phase::Dead);
+        tracing::debug!(
+            conn = self.id,
+            error,
+            phase = phase.name(),
+            "the peer closed the stream"
+        );
         let held = rx.recv.take();
         drop(rx);
         match phase {
@@ -568,6 +574,14 @@ impl TcpConn {
                             && d.header.get(1).map(|b| b & 0x0f)
                                 == Some(iwarp::Opcode::ReadRequest as u8)
                     });
+                tracing::warn!(
+                    conn = self.id,
+                    ep = ep.id(),
+                    cause = %message.cause,
+                    detail = ?message.cause,
+                    read_refused,
+                    "Terminate received"
+                );
                 let held = rx.recv.take();
                 rx.phase = Phase::Closing {
                     deadline: Instant::now() + LINGER,
@@ -601,6 +615,14 @@ impl TcpConn {
         cause: TerminateCause,
         ulpdu: &[u8],
     ) -> Step {
+        let ep = self.ep();
+        tracing::warn!(
+            conn = self.id,
+            ep = ep.as_ref().map(|e| e.id()),
+            %cause,
+            detail = ?cause,
+            "Terminate sent"
+        );
         let held = rx.recv.take();
         rx.stalled = None;
         rx.rnr_until = None;
@@ -621,7 +643,6 @@ impl TcpConn {
                 tx.abandon = true;
             }
         }
-        let ep = self.ep();
         if let (Some(ep), Some((wr, _))) = (&ep, held) {
             ep.rx_send_done(&wr, DtoStatus::Flushed, 0, true);
         }

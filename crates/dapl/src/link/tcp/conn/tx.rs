@@ -300,16 +300,26 @@ impl TcpConn {
         if tx.at == 0 && tx.skip == 0 {
             tx.pieces.clear();
             tx.frames.clear();
+            let cause = TerminateCause::rdmap_protection(RdmapErrorCode::InvalidStag);
+            tracing::warn!(
+                conn = self.id,
+                %cause,
+                detail = ?cause,
+                "Terminate sent: memory of the message being sent was deregistered"
+            );
             let term = Segment::Terminate {
                 msn: 1,
-                message: TerminateMessage::header_less(TerminateCause::rdmap_protection(
-                    RdmapErrorCode::InvalidStag,
-                )),
+                message: TerminateMessage::header_less(cause),
             };
             if tx.push_segment(&term) {
                 return true;
             }
         }
+        tracing::warn!(
+            conn = self.id,
+            "stream shut down in the middle of an FPDU: memory of the message being sent was \
+             deregistered"
+        );
         tx.failed = true;
         tx.want_out = false;
         let _ = self.sock.shutdown(Shutdown::Both);
