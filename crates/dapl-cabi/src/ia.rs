@@ -61,6 +61,7 @@ pub(crate) unsafe extern "C" fn ia_open(
     c_ptrs!(name: In);
     c_ptrs!(async_evd: Out);
     c_ptrs!(ia: Out);
+    crate::log::init();
     guard("ia_open", || {
         let name = name.str(1)?;
         let entry = crate::provider::entry(name)

@@ -5,8 +5,10 @@
 //! catches panics at the boundary. libdat2 finds it through a `dat.conf` line such as
 //! `daplrs-lo u2.0 nonthreadsafe default /path/libdaplrs.so dapl.2.0 "tcp 127.0.0.1" ""`.
 //!
-//! Set `DAPLRS_DEBUG=1` to have every error this provider returns printed to stderr with its
-//! DAT code and the reason.
+//! Set `DAPLRS_LOG` (a `tracing` filter: `DAPLRS_LOG=debug`, `DAPLRS_LOG=dapl::link::tcp=trace`)
+//! to have this provider's and `dapl`'s events printed to stderr: every error it returns with
+//! its DAT code and the reason, the connection lifecycle, Terminates, breaks (docs/tracing.md).
+//! `DAPLRS_DEBUG=1` is an alias of `DAPLRS_LOG=debug`.
 #![allow(non_camel_case_types, non_snake_case, clippy::missing_safety_doc)]
 
 /// Wraps a vtable function's own pointer arguments in [`cptr::In`] / [`cptr::Out`], shadowing
@@ -37,33 +39,29 @@ pub mod fuzz_api;
 pub mod fuzzing;
 mod handle;
 mod ia;
+mod log;
 mod mem;
 pub mod provider;
 mod sp;
 mod srq;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
 
 use ffi::*;
 
 /// What the body of a vtable function returns.
 pub(crate) type R = Result<(), DAT_RETURN>;
 
-fn debug_on() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("DAPLRS_DEBUG").is_some_and(|v| v != "0"))
-}
-
-/// Runs a vtable function's body: errors become their `DAT_RETURN`, a panic becomes
-/// `DAT_INTERNAL_ERROR` (it never unwinds into C).
+/// Runs a vtable function's body: errors become their `DAT_RETURN` (and an event, `log.rs`),
+/// a panic becomes `DAT_INTERNAL_ERROR` (it never unwinds into C).
 pub(crate) fn guard(op: &'static str, f: impl FnOnce() -> R) -> DAT_RETURN {
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => DAT_SUCCESS,
+        Ok(Ok(())) => {
+            log::succeeded();
+            DAT_SUCCESS
+        }
         Ok(Err(code)) => {
-            if debug_on() && code != DAT_QUEUE_EMPTY {
-                eprintln!("daplrs: {op}: error {code:#010x}");
-            }
+            log::returned(op, code);
             code
         }
         Err(p) => {
@@ -72,17 +70,16 @@ pub(crate) fn guard(op: &'static str, f: impl FnOnce() -> R) -> DAT_RETURN {
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            eprintln!("daplrs: {op}: internal error (panic: {what})");
+            log::panicked(op, &what);
             DAT_CLASS_ERROR | DAT_INTERNAL_ERROR
         }
     }
 }
 
-/// A `dapl` error as a `DAT_RETURN`, printed first when `DAPLRS_DEBUG` is set.
+/// A `dapl` error as a `DAT_RETURN`; its reason goes into the error event of the call that
+/// returns it.
 pub(crate) fn dat(e: dapl::DatError) -> DAT_RETURN {
-    if debug_on() {
-        eprintln!("daplrs: {e} ({:#010x})", e.dat_return());
-    }
+    log::keep_reason(&e);
     e.dat_return()
 }
 

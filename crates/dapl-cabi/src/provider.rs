@@ -299,6 +299,7 @@ pub unsafe extern "C" fn dat_provider_init(
     info: *const DAT_PROVIDER_INFO,
     instance_data: *const c_char,
 ) {
+    crate::log::init();
     let _ = crate::guard("dat_provider_init", || {
         pin_library();
         if info.is_null() {

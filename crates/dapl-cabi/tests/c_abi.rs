@@ -80,10 +80,16 @@ impl Run {
 
 fn run() -> &'static Run {
     static RUN: OnceLock<Result<Run, String>> = OnceLock::new();
-    match RUN.get_or_init(build_and_run) {
+    match RUN.get_or_init(|| build_and_run("plain", &[])) {
         Ok(r) => r,
         Err(e) => panic!("the C conformance program could not be built or run:\n{e}"),
     }
+}
+
+/// Another run of the C program, with `env` set (`tag` names its directory).
+fn run_with(tag: &str, env: &[(&str, &str)]) -> Run {
+    build_and_run(tag, env)
+        .unwrap_or_else(|e| panic!("the C conformance program could not be built or run:\n{e}"))
 }
 
 /// Asserts that group `group` ran at least one check and that none of its checks failed.
@@ -156,9 +162,11 @@ fn compile(src: &Path, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn build_and_run() -> Result<Run, String> {
+/// Builds the C program and runs it once, with the provider's logging variables
+/// (`DAPLRS_LOG`, `DAPLRS_DEBUG`) removed from the environment and `env` set.
+fn build_and_run(tag: &str, env: &[(&str, &str)]) -> Result<Run, String> {
     let lib = provider_library()?;
-    let dir = std::env::temp_dir().join(format!("daplrs-c-abi-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("daplrs-c-abi-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c_abi.c");
     let prog = dir.join("c_abi");
@@ -176,6 +184,9 @@ fn build_and_run() -> Result<Run, String> {
     let mut child = Command::new(&prog)
         .arg(IA_NAME)
         .env("DAT_OVERRIDE", &conf)
+        .env_remove("DAPLRS_LOG")
+        .env_remove("DAPLRS_DEBUG")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -335,4 +346,111 @@ fn disconnect_posts_exactly_one_disconnected_per_ep() {
 #[test]
 fn ia_close_abrupt_frees_live_objects_and_graceful_needs_an_empty_ia() {
     assert_group("close");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Diagnostics: DAPLRS_LOG and DAPLRS_DEBUG (src/log.rs, docs/tracing.md)
+
+/// The stderr lines of `r` that are error events of vtable call `op`.
+fn error_lines<'a>(r: &'a Run, op: &str) -> Vec<&'a str> {
+    let op = format!("op=\"{op}\"");
+    r.stderr
+        .lines()
+        .filter(|l| l.contains("daplrs::log: error returned") && l.contains(&op))
+        .collect()
+}
+
+/// Checks the error events every logging run must print: the PZ the `setup` group frees while
+/// an LMR and an EP still use it (a `dapl` error: code, names and reason), and the handle of
+/// the wrong kind `wrong_kind` passes (an error of the C ABI's own: no reason).
+#[track_caller]
+fn assert_errors_printed(r: &Run) {
+    assert!(r.success, "{}", r.report());
+    let in_use = error_lines(r, "pz_free");
+    assert!(
+        in_use.iter().any(|l| l.contains(" DEBUG ")
+            && l.contains("code=0x80070053")
+            && l.contains("error=DAT_INVALID_STATE/DAT_INVALID_STATE_PZ_IN_USE")
+            && l.contains("reason=\"pz_free on pz ")),
+        "no error event for pz_free of a PZ in use:\n{}",
+        r.report()
+    );
+    let bad_handle = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("error returned") && l.contains("error=DAT_INVALID_HANDLE/"))
+        .count();
+    assert!(
+        bad_handle > 0,
+        "no DAT_INVALID_HANDLE error event:\n{}",
+        r.report()
+    );
+}
+
+#[test]
+fn without_daplrs_log_or_daplrs_debug_the_provider_prints_nothing() {
+    let r = run();
+    assert!(r.success, "{}", r.report());
+    assert_eq!(
+        r.stderr, "",
+        "stderr of a run that asked for no diagnostics"
+    );
+}
+
+#[test]
+fn daplrs_log_debug_prints_every_error_returned_and_the_connection_lifecycle() {
+    let r = run_with("log", &[("DAPLRS_LOG", "debug")]);
+    assert_errors_printed(&r);
+    for what in [
+        "dapl::ia: IA opened",
+        "dapl::ep: connecting",
+        "dapl::engine::qp::cm: connection established",
+        "dapl::engine::qp::cm: connection ended",
+    ] {
+        assert!(
+            r.stderr.contains(what),
+            "no `{what}` event:\n{}",
+            r.report()
+        );
+    }
+    // A poll that found nothing is not an error worth a debug line.
+    assert!(
+        !r.stderr.contains("DAT_QUEUE_EMPTY"),
+        "DAT_QUEUE_EMPTY at debug:\n{}",
+        r.report()
+    );
+}
+
+#[test]
+fn daplrs_debug_is_an_alias_of_daplrs_log_debug() {
+    let r = run_with("debug", &[("DAPLRS_DEBUG", "1")]);
+    assert_errors_printed(&r);
+    assert!(
+        r.stderr
+            .contains("dapl::engine::qp::cm: connection established"),
+        "{}",
+        r.report()
+    );
+    let off = run_with("debug0", &[("DAPLRS_DEBUG", "0")]);
+    assert!(off.success, "{}", off.report());
+    assert_eq!(off.stderr, "", "DAPLRS_DEBUG=0 asks for nothing");
+}
+
+#[test]
+fn daplrs_log_filters_by_target() {
+    let r = run_with("tcp", &[("DAPLRS_LOG", "dapl::link::tcp=debug")]);
+    assert!(r.success, "{}", r.report());
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("dapl::link::tcp::conn::mpa: MPA Reply sent")),
+        "no tcp link event:\n{}",
+        r.report()
+    );
+    assert!(
+        lines.iter().all(|l| l.contains(" dapl::link::tcp")),
+        "an event of another target:\n{}",
+        r.report()
+    );
 }
