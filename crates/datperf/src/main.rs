@@ -12,6 +12,7 @@ mod report;
 mod scale;
 mod shmbase;
 mod suite;
+mod trace;
 
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -24,6 +25,7 @@ use report::Row;
 use suite::Measurement;
 
 fn main() {
+    trace::init();
     let argv: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
