@@ -166,6 +166,51 @@ fn a_terminate_is_traced_with_its_cause_on_both_sides_and_the_break_follows() {
     p.close();
 }
 
+/// The same refusal over the links without Terminates: loopback names the memory table's
+/// fault, shm the line of the check that refused the peer's record; both connections break.
+#[test]
+fn a_refused_write_is_traced_with_its_cause_over_loopback_and_shm() {
+    capture();
+    for link in ["loopback", "shm"] {
+        let p = Pair::new(link);
+        let (a, b) = (p.a.ep.id().to_string(), p.b.ep.id().to_string());
+        let src = p.a.lmr(64);
+        p.a.ep
+            .post_rdma_write(
+                &[src.triplet(0, 8)],
+                1,
+                &RmrTriplet::new(0x00de_ad00, 0, 8),
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+        p.a.expect_conn(ConnectionEventKind::Broken);
+        p.b.expect_conn(ConnectionEventKind::Broken);
+        if link == "loopback" {
+            let line = one(
+                "message refused by the peer",
+                &[
+                    ("peer_ep", &b),
+                    ("status", "RemoteAccess"),
+                    ("cause", "InvalidStag"),
+                ],
+            );
+            assert!(line.contains(" WARN dapl::link::loopback"), "{line}");
+        } else {
+            let line = one(
+                "broken Close sent",
+                &[("ep", &b), ("read_refused", "false")],
+            );
+            let at = field(&line, "at").expect("the refusing check's line");
+            assert!(at.starts_with("crates/dapl/src/link/shm/"), "{line}");
+            one("broken Close received", &[("ep", &a)]);
+        }
+        for ep in [&a, &b] {
+            one("connection broken", &[("ep", ep), ("kind", "Broken")]);
+        }
+        p.close();
+    }
+}
+
 /// Three flushed receives into a receive EVD of two entries: the third is dropped, and the
 /// overflow is an event naming the EVD and its IA.
 #[test]

@@ -193,7 +193,15 @@ impl Connection for LoopConn {
         let Some(peer) = self.peer.upgrade() else {
             return TxOutcome::Broken;
         };
-        let refused = |status| {
+        // The peer refused the message (`cause`: what its engine found): it breaks.
+        let refused = |status, cause: &dyn std::fmt::Debug| {
+            tracing::warn!(
+                conn = self.id,
+                peer_ep = peer.id(),
+                ?status,
+                ?cause,
+                "message refused by the peer: the connection breaks"
+            );
             peer.end_connection_of(self.id, ConnectionEventKind::Broken, false);
             TxOutcome::Failed(status)
         };
@@ -208,13 +216,13 @@ impl Connection for LoopConn {
                 // The peer's receive buffer was too short, or deregistered under it, or the
                 // STag of a Send with Invalidate could not be invalidated there: its responder
                 // refused the message (its receive completed REMOTE_RESPONDER too).
-                RxSend::TooLong | RxSend::Revoked | RxSend::NotInvalidated(_) => {
-                    refused(DtoStatus::RemoteResponder)
+                r @ (RxSend::TooLong | RxSend::Revoked | RxSend::NotInvalidated(_)) => {
+                    refused(DtoStatus::RemoteResponder, &r)
                 }
             },
             OutMsg::Write { stag, to, payload } => match peer.rx_write(stag, to, payload) {
                 Ok(()) => TxOutcome::Sent,
-                Err(RxWriteFault::Access(_)) => refused(DtoStatus::RemoteAccess),
+                Err(RxWriteFault::Access(f)) => refused(DtoStatus::RemoteAccess, &f),
                 Err(RxWriteFault::NotConnected) => TxOutcome::PeerClosed,
             },
             OutMsg::WriteImmed {
@@ -226,7 +234,7 @@ impl Connection for LoopConn {
             } => match peer.rx_write_immed(stag, to, payload, immediate, solicited) {
                 RxWriteImmed::Placed => TxOutcome::Sent,
                 RxWriteImmed::NoBuffer => TxOutcome::NotReady,
-                RxWriteImmed::Access(_) => refused(DtoStatus::RemoteAccess),
+                RxWriteImmed::Access(f) => refused(DtoStatus::RemoteAccess, &f),
             },
             OutMsg::ReadRequest {
                 sink_stag,
@@ -236,8 +244,10 @@ impl Connection for LoopConn {
                 src_to,
             } => match peer.rx_read_request(sink_stag, sink_to, len, src_stag, src_to) {
                 Ok(()) => TxOutcome::Sent,
-                Err(RxReadFault::Access(_)) => refused(DtoStatus::RemoteAccess),
-                Err(RxReadFault::IrdExceeded) => refused(DtoStatus::RemoteResponder),
+                Err(RxReadFault::Access(f)) => refused(DtoStatus::RemoteAccess, &f),
+                Err(RxReadFault::IrdExceeded) => {
+                    refused(DtoStatus::RemoteResponder, &RxReadFault::IrdExceeded)
+                }
                 Err(RxReadFault::NotConnected) => TxOutcome::PeerClosed,
             },
             OutMsg::ReadResponse { payload, .. } => match peer.rx_read_response(payload) {
@@ -246,7 +256,13 @@ impl Connection for LoopConn {
                 // A protocol error, or a region of the read deregistered under it (the
                 // responder's source or the requester's sink): the connection breaks, and
                 // the read is flushed.
-                RxResponse::Unexpected | RxResponse::Revoked => {
+                r @ (RxResponse::Unexpected | RxResponse::Revoked) => {
+                    tracing::warn!(
+                        conn = self.id,
+                        peer_ep = peer.id(),
+                        cause = ?r,
+                        "Read Response refused by the peer: the connection breaks"
+                    );
                     peer.end_connection_of(self.id, ConnectionEventKind::Broken, false);
                     TxOutcome::Broken
                 }

@@ -1853,6 +1853,7 @@ impl ShmConn {
     fn fail(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, read_refused: bool) -> Step {
         tracing::warn!(
             conn = self.id,
+            ep = self.qp().map(|q| q.id()),
             read_refused,
             at = %std::panic::Location::caller(),
             "broken Close sent: the peer's record was refused"
