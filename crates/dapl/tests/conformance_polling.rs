@@ -285,3 +285,49 @@ per_link!(
         p.close();
     }
 );
+
+per_link!(
+    rdma_write_whose_data_the_target_saw_before_it_disconnected_completes_successfully,
+    |link| {
+        // The target spins on the last byte and disconnects the moment it lands (as dtest's
+        // RDMA write ping-pong does after its last round): the write's data arrived, so the
+        // writer's completion is SUCCESS, never FLUSHED. Over shm a write of 64 KiB is lent
+        // (the target copies it out of the writer's memory), and the target's Close once
+        // overtook the return of the descriptor it was still handling. Many rounds: the
+        // window is a few instructions wide.
+        const LEN: usize = 64 * 1024;
+        for round in 0..150u32 {
+            let p = Pair::new(link);
+            let target = p.a.lmr(LEN);
+            let src = pattern(&p.b.pz, LEN, round as u8 | 1);
+            let last = contents(&src)[LEN - 1];
+            assert_ne!(last, 0);
+            let watcher = {
+                let (target, ep) = (target.clone(), p.a.ep.clone());
+                std::thread::spawn(move || {
+                    while target.load_acquire(LEN - 1).unwrap() != last {
+                        std::hint::spin_loop();
+                    }
+                    ep.disconnect(CloseFlags::Abrupt).unwrap();
+                })
+            };
+            p.b.ep
+                .post_rdma_write(
+                    &[src.triplet(0, LEN as u64)],
+                    u64::from(round),
+                    &target.rmr_triplet(0, LEN as u64),
+                    CompletionFlags::empty(),
+                )
+                .unwrap();
+            watcher.join().unwrap();
+            let done = p.b.req_done();
+            assert_eq!(done.cookie, u64::from(round));
+            assert_eq!(
+                done.status,
+                DtoStatus::Success,
+                "round {round}: the write whose data the target saw"
+            );
+            p.close();
+        }
+    }
+);

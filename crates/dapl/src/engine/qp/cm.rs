@@ -211,7 +211,7 @@ impl Qp {
             }
             c.tx_stalled = false;
             c.tx_drained_early = false;
-            c.lent_returned_early = 0;
+            c.lent_returned_early = (conn_id, 0);
             // A Send blocked on the previous connection's peer must not block this one.
             self.rnr_blocked.store(false, Ordering::SeqCst);
             c.ird = ird;

@@ -112,8 +112,10 @@ pub(crate) struct QpCore {
     /// up to it ([`Qp::tx_returned`]).
     pub(crate) lent: VecDeque<Lent>,
     /// Returns the link made before the engine recorded the lent message (the peer was
-    /// quicker than `transmit`'s return): the next lent messages count as returned.
-    pub(crate) lent_returned_early: usize,
+    /// quicker than `transmit`'s return): the next lent messages of that connection (its id)
+    /// count as returned. Kept when the connection ends: a message the peer copied out
+    /// before it closed completes successfully when its `transmit` returns.
+    pub(crate) lent_returned_early: (u64, usize),
     /// The link's connection of a connect attempt that is not established yet: closed at once
     /// if the attempt fails (timeout, free), so the peer cannot accept a dead request.
     pending_conn: Option<Arc<dyn Connection>>,
@@ -277,7 +279,7 @@ impl Qp {
                 tx_stalled: false,
                 tx_inflight: None,
                 lent: VecDeque::new(),
-                lent_returned_early: 0,
+                lent_returned_early: (0, 0),
                 tx_drained_early: false,
                 pending_conn: None,
                 attempt_timer: None,
@@ -535,7 +537,6 @@ impl QpCore {
     /// The lent messages and the WRs completing after them, flushed in order (the connection
     /// ended): their WRs.
     fn take_lent(&mut self) -> impl Iterator<Item = SendWr> + use<> {
-        self.lent_returned_early = 0;
         std::mem::take(&mut self.lent)
             .into_iter()
             .filter_map(|l| l.wr)

@@ -305,19 +305,27 @@ impl Qp {
     }
 
     /// The link lent `wr`'s message (None: a Read Response) on `conn`: it completes on
-    /// [`Qp::tx_returned`]. If the connection ended meanwhile, it is flushed here.
+    /// [`Qp::tx_returned`]. If the connection ended meanwhile, it is flushed here, unless the
+    /// peer had copied it out before (returned early): then its data arrived, and it
+    /// completes successfully (every message lent before it was returned before it).
     fn lend(&self, wr: Option<SendWr>, conn: &Arc<dyn Connection>) {
         let mut c = self.lock();
+        let returned_early = c.lent_returned_early.0 == conn.id() && c.lent_returned_early.1 > 0;
+        if returned_early {
+            c.lent_returned_early.1 -= 1;
+        }
         if c.conn.as_ref().is_none_or(|cur| cur.id() != conn.id()) {
             drop(c);
             if let Some(wr) = wr {
-                self.complete_send(&wr, DtoStatus::Flushed, 0);
+                match returned_early {
+                    true => self.complete_send(&wr, DtoStatus::Success, wr.total),
+                    false => self.complete_send(&wr, DtoStatus::Flushed, 0),
+                }
             }
             return;
         }
-        if c.lent_returned_early > 0 {
+        if returned_early {
             // Already returned (the link's call came first): it completes in its turn.
-            c.lent_returned_early -= 1;
             if c.lent.is_empty() {
                 drop(c);
                 if let Some(wr) = wr {
@@ -345,7 +353,7 @@ impl Qp {
             match c.lent.iter_mut().find(|l| !l.returned) {
                 Some(l) => l.returned = true,
                 // `transmit` has not returned yet: `lend` finds it counted.
-                None => c.lent_returned_early += 1,
+                None => c.lent_returned_early.1 += 1,
             }
             let mut done = Vec::new();
             while c.lent.front().is_some_and(|l| l.returned) {
