@@ -1233,6 +1233,8 @@ struct Tx {
     lent_seq: u64,
     /// A Close to send once the job is out: Some(broken flags).
     close: Option<u8>,
+    /// The Close waits for the thread handling our ring to let go of it (`close`).
+    close_deferred: bool,
     closed: bool,
 }
 
@@ -1326,6 +1328,7 @@ impl ShmConn {
                 lent: VecDeque::new(),
                 lent_seq: 0,
                 close: None,
+                close_deferred: false,
                 closed: false,
             }),
             rx: Mutex::new(Rx {
@@ -1433,7 +1436,7 @@ impl ShmConn {
             }
             tx.job = None;
         }
-        if let Some(flags) = tx.close {
+        if let Some(flags) = tx.close.filter(|_| !tx.close_deferred) {
             let mut h = Header::new(Kind::Close);
             h.flags = flags;
             if !tx.ring.push(h, 0, |_, _| true).map_err(|_| ())? {
@@ -1501,6 +1504,8 @@ impl ShmConn {
         // were published; once it lets go, this looks again (a poll's `try_lock` never waits).
         let mut rx = lock(&self.rx);
         self.process(&mut rx);
+        drop(rx);
+        self.send_deferred_close();
     }
 
     /// Continues a job that waited for room.
@@ -1536,7 +1541,20 @@ impl ShmConn {
         let Ok(mut rx) = self.rx.try_lock() else {
             return false;
         };
-        self.process(&mut rx)
+        let any = self.process(&mut rx);
+        drop(rx);
+        self.send_deferred_close();
+        any
+    }
+
+    /// Sends the Close that `close` left to the thread that was handling our ring, now that
+    /// it has let go (`rx` released: every record it handled is consumed).
+    fn send_deferred_close(&self) {
+        let mut tx = lock(&self.tx);
+        if std::mem::take(&mut tx.close_deferred) {
+            let _ = self.drive(&mut tx);
+            ring_bell(&self.peer_bell);
+        }
     }
 
     /// Handles the records waiting in our ring (`rx` held).
@@ -1901,6 +1919,7 @@ impl ShmConn {
                 Some(rx.recv.take())
             }
         };
+        self.send_deferred_close();
         if let Some(held) = held {
             if let Some(qp) = self.qp() {
                 if let Some((wr, _)) = held {
@@ -2068,6 +2087,16 @@ impl Connection for ShmConn {
         self.abandon(&mut tx);
         tx.held = false;
         tx.close = Some(if broken { BROKEN } else { 0 });
+        // A record of the peer's being handled meanwhile (in another thread, or in this one
+        // that is closing because of it) may have placed data our consumer has already seen
+        // and acted on: it is consumed (its descriptor returned to the peer) only when the
+        // handler is done, and our Close must not overtake that, or the peer would flush a
+        // message whose data arrived. Then the handler sends the Close when it lets go
+        // (`send_deferred_close`); the lock order is rx before tx, so only try it here.
+        if matches!(self.rx.try_lock(), Err(std::sync::TryLockError::WouldBlock)) {
+            tx.close_deferred = true;
+            return;
+        }
         let _ = self.drive(&mut tx);
         ring_bell(&self.peer_bell);
     }
