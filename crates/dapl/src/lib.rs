@@ -69,6 +69,8 @@ macro_rules! handle_identity {
     };
 }
 
+#[cfg(feature = "tokio")]
+pub mod async_evd;
 mod codes;
 pub mod cr;
 mod engine;
