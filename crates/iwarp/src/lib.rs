@@ -33,6 +33,55 @@
 //! 4. On any [`Error`] with a [`Error::terminate_cause`], send one Terminate
 //!    ([`terminate::TerminateMessage::for_failed_segment`]) and close TCP.
 //!
+//! ## Quick start
+//! Both ends of one connection in memory: the MPA handshake, then a 10,000-byte Send
+//! segmented for a 1,460-byte MSS, framed with CRC, and decoded on the other side. A real
+//! caller writes the same bytes to a TCP socket and feeds what it reads.
+//!
+//! ```
+//! use iwarp::mpa::{InitiatorConfig, InitiatorEvent, ResponderConfig, ResponderEvent};
+//! use iwarp::segment::{mulpdu_for_emss, OutboundMessage, Segmenter};
+//! use iwarp::{FpduDecoder, FpduEncoder, MpaInitiator, MpaResponder, Segment};
+//!
+//! // MPA: the Initiator's Request, the Responder's Reply (each side's private data along).
+//! let mut initiator = MpaInitiator::new(InitiatorConfig::new(4, 4), b"hello")?;
+//! let mut responder = MpaResponder::new(ResponderConfig::default());
+//! let Some(ResponderEvent::Request(request)) = responder.feed(initiator.request())? else {
+//!     panic!("a whole Request was fed");
+//! };
+//! assert_eq!(request.private_data, b"hello");
+//! let reply = responder.accept(b"welcome", 4, 4)?;
+//! let Some(InitiatorEvent::Accepted(accepted)) = initiator.feed(&reply)? else {
+//!     panic!("a whole Reply was fed");
+//! };
+//! assert!(accepted.negotiated.crc);
+//!
+//! // FPDUs: segment a Send to the connection's MULPDU, frame each segment.
+//! let message: Vec<u8> = (0..10_000).map(|i| i as u8).collect();
+//! let send = OutboundMessage::Send { msn: 1, solicited: false, invalidate_stag: None };
+//! let encoder = FpduEncoder::new(accepted.negotiated.crc);
+//! let mut stream = Vec::new();
+//! for segment in Segmenter::new(send, &message, mulpdu_for_emss(1460))? {
+//!     encoder.encode_segment(&segment, &mut stream)?;
+//! }
+//!
+//! // The receiver: FPDUs out of the byte stream (CRC checked), segments out of FPDUs.
+//! let mut decoder = FpduDecoder::new(accepted.negotiated.crc);
+//! decoder.feed(&stream);
+//! let mut received = Vec::new();
+//! while let Some(ulpdu) = decoder.next_ulpdu()? {
+//!     match Segment::parse(ulpdu)? {
+//!         Segment::Send { msn: 1, mo, payload, .. } => {
+//!             assert_eq!(mo as usize, received.len());
+//!             received.extend_from_slice(payload);
+//!         }
+//!         other => panic!("unexpected {other:?}"),
+//!     }
+//! }
+//! assert_eq!(received, message);
+//! # Ok::<(), iwarp::Error>(())
+//! ```
+//!
 //! RFC section numbers cited in module docs were written from memory of the RFCs and
 //! follow `iwarp-wire.md`; where the two differ, the section title is the reference.
 
