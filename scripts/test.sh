@@ -26,9 +26,37 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# dapl's optional feature "tokio" (dapl::async_evd, tests/async_evd.rs, examples/async_echo.rs).
+cargo clippy -p dapl --features tokio --all-targets -- -D warnings
+echo "== cargo doc"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p dapl --features tokio --no-deps
 echo "== cargo test"
 log=$(mktemp)
 DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace 2>&1 | tee "$log"
+# The feature "tokio" of dapl: its tests (required-features, so not in the run above) and the
+# doctest of dapl::async_evd.
+echo "== cargo test -p dapl --features tokio"
+cargo test -p dapl --features tokio --test async_evd 2>&1 | tee -a "$log"
+cargo test -p dapl --features tokio --doc 2>&1 | tee -a "$log"
+# The examples of crates/dapl, run: each checks what it moved and exits non-zero otherwise.
+# One PASS/FAIL line each, counted below.
+echo "== examples (crates/dapl/examples)"
+cargo build -q -p dapl --features tokio --examples
+run_example() {
+  if timeout 120 cargo run -q -p dapl --features tokio --example "$@" >/dev/null; then
+    echo "PASS example $*"
+  else
+    echo "FAIL example $*"
+  fi
+}
+for ex in send_recv rdma_write_read srq write_immediate; do
+  for link in loopback tcp shm; do run_example "$ex" -- "$link" | tee -a "$log"; done
+done
+for ex in two_process_tcp async_echo loopback_tour; do run_example "$ex" | tee -a "$log"; done
+# Package contents and manifests of the two library crates (built from the packaged sources).
+echo "== cargo package -p iwarp -p dapl"
+cargo package -q -p iwarp -p dapl --allow-dirty
 # Wire decode: dapl-rs tcp-link sessions captured on loopback and decoded by tshark (CRC off,
 # on, on at MTU 1500; docs/interop-tshark.md). One PASS/FAIL line per check, counted below.
 echo "== tshark decode (scripts/tshark-check.sh)"
