@@ -19,6 +19,9 @@
 //! event (level triggered). Rule: register it with epoll (`EPOLLIN`); when it is readable,
 //! `dequeue` until it returns `None` (draining clears the fd); then wait again. Nothing needs
 //! re-arming. Until `wait_fd` is first called, no fd exists and enqueueing costs no syscall.
+//! The fd is written only when the count of signalled events leaves zero: an edge-triggered
+//! waiter must drain, or events behind the first wait for a later one. From async Rust:
+//! `dapl::async_evd::AsyncEvd` (feature `tokio`) follows these rules.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
