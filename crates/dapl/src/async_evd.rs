@@ -33,8 +33,12 @@
 //!
 //! So the wrapper drains the EVD before it ever waits, and never waits on readiness it has not
 //! first tested by a dequeue. It does not spin either: each round clears the readiness it
-//! consumed, and only a new write makes the fd ready again. (A freed EVD's fd may stay
-//! readable; its `dequeue` fails, and so does `next_event`.)
+//! consumed, and only a new write makes the fd ready again.
+//!
+//! Freeing: `next_event` on a freed EVD (`Evd::free`, or its IA closed) fails as `dequeue`
+//! does. But freeing does not write the wait fd, so a task already asleep in `next_event`
+//! when the EVD is freed is not woken: stop awaiting (drop the future, e.g. from a
+//! `select!` with a shutdown signal) before freeing an EVD or closing its IA.
 //!
 //! Unsignalled events (`CompletionFlags::UNSIGNALLED`, receives that `SOLICITED_WAIT` does
 //! not wake for) do not write the fd, as they do not wake [`Evd::wait`]: `next_event` returns
