@@ -25,24 +25,24 @@
 //! 1. dequeues first, and returns the event if there is one: an event queued while nobody
 //!    waited (or a second one behind the event that made the edge) is returned without a new
 //!    edge, since a write happens only at zero-to-one;
-//! 2. when the EVD is empty (which also means the fd was read back to zero), awaits
-//!    readiness; when ready, clears it and goes back to 1. An event queued after the empty
-//!    dequeue and before the clear had its edge swallowed by the clear, but step 1 finds it;
-//!    an event queued after that dequeue found the EVD empty writes the fd again (zero to
-//!    one), an edge after the clear, which wakes the next wait.
+//! 2. when the EVD is empty (so the fd was read back to zero, under the EVD's lock), awaits
+//!    readiness; when ready, clears it and goes back to 1. A signalled event queued between
+//!    the empty dequeue and the clear had its edge swallowed by the clear, but the dequeue of
+//!    step 1 finds it. One queued after that dequeue found the EVD empty again makes a new
+//!    edge (the count leaves zero once more), after the clear: it ends the next wait.
 //!
 //! So the wrapper drains the EVD before it ever waits, and never waits on readiness it has not
 //! first tested by a dequeue. It does not spin either: each round clears the readiness it
 //! consumed, and only a new write makes the fd ready again.
 //!
+//! Unsignalled events (`CompletionFlags::UNSIGNALLED`, receives that `SOLICITED_WAIT` does
+//! not wake for) do not write the fd, as they do not wake [`Evd::wait`]: `next_event` returns
+//! them when it next dequeues, at the latest behind the next signalled event.
+//!
 //! Freeing: `next_event` on a freed EVD (`Evd::free`, or its IA closed) fails as `dequeue`
 //! does. But freeing does not write the wait fd, so a task already asleep in `next_event`
 //! when the EVD is freed is not woken: stop awaiting (drop the future, e.g. from a
 //! `select!` with a shutdown signal) before freeing an EVD or closing its IA.
-//!
-//! Unsignalled events (`CompletionFlags::UNSIGNALLED`, receives that `SOLICITED_WAIT` does
-//! not wake for) do not write the fd, as they do not wake [`Evd::wait`]: `next_event` returns
-//! them when it next dequeues, at the latest behind the next signalled event.
 //!
 //! # Cancel safety
 //! An event is dequeued and returned in the same poll, with no await point in between: a

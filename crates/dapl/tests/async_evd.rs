@@ -104,6 +104,52 @@ fn a_second_event_behind_the_same_edge_is_returned_without_a_new_one() {
     ia.close(CloseFlags::Abrupt).unwrap();
 }
 
+/// `poll_next_event`, the poll form (for a hand-written future or stream), keeps the same
+/// rules: two events behind one edge, and two arriving while the task waits.
+#[test]
+fn poll_next_event_drains_as_next_event_does() {
+    let (ia, _) = InterfaceAdapter::open("loopback", 8).unwrap();
+    let evd = software_evd(&ia, 8);
+    runtime().block_on(async {
+        let events = AsyncEvd::new(&evd).unwrap();
+        let next = || std::future::poll_fn(|cx| events.poll_next_event(cx));
+        evd.post_se(1).unwrap();
+        evd.post_se(2).unwrap();
+        let poster = evd.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            poster.post_se(3).unwrap();
+            poster.post_se(4).unwrap();
+        });
+        for want in 1..=4 {
+            let ev = timeout(DEADLINE, next()).await.expect("in time");
+            assert_eq!(software_value(ev.unwrap()), want);
+        }
+        t.join().unwrap();
+        assert!(timeout(QUIET, next()).await.is_err(), "nothing more");
+    });
+    ia.close(CloseFlags::Abrupt).unwrap();
+}
+
+/// On a freed EVD, `next_event` fails as `dequeue` does (its fd may still be readable: it must
+/// not spin on it), and no new `AsyncEvd` can be made.
+#[test]
+fn a_freed_evd_fails_next_event() {
+    let (ia, _) = InterfaceAdapter::open("loopback", 8).unwrap();
+    let evd = software_evd(&ia, 8);
+    runtime().block_on(async {
+        let events = AsyncEvd::new(&evd).unwrap();
+        evd.post_se(1).unwrap(); // the fd is readable, and stays so after the free
+        evd.free().unwrap();
+        let r = timeout(DEADLINE, events.next_event())
+            .await
+            .expect("at once");
+        expect_err(r, ErrorType::InvalidHandle);
+        expect_err(AsyncEvd::new(&evd), ErrorType::InvalidHandle);
+    });
+    ia.close(CloseFlags::Abrupt).unwrap();
+}
+
 /// Unsignalled events write no fd (as they wake no `Evd::wait`): they are returned by the next
 /// dequeue, here behind the signalled event that wakes the task.
 #[test]
