@@ -40,9 +40,8 @@
 //! them when it next dequeues, at the latest behind the next signalled event.
 //!
 //! Freeing: `next_event` on a freed EVD (`Evd::free`, or its IA closed) fails as `dequeue`
-//! does. But freeing does not write the wait fd, so a task already asleep in `next_event`
-//! when the EVD is freed is not woken: stop awaiting (drop the future, e.g. from a
-//! `select!` with a shutdown signal) before freeing an EVD or closing its IA.
+//! does, and a task already asleep in `next_event` when the EVD is freed wakes with that
+//! error (freeing makes the wait fd readable for good, as a closed socket is).
 //!
 //! # Cancel safety
 //! An event is dequeued and returned in the same poll, with no await point in between: a

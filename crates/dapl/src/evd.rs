@@ -19,6 +19,7 @@
 //! event (level triggered). Rule: register it with epoll (`EPOLLIN`); when it is readable,
 //! `dequeue` until it returns `None` (draining clears the fd); then wait again. Nothing needs
 //! re-arming. Until `wait_fd` is first called, no fd exists and enqueueing costs no syscall.
+//! Once the EVD is freed (or its IA closed) the fd stays readable and `dequeue` fails.
 //! The fd is written only when the count of signalled events leaves zero: an edge-triggered
 //! waiter must drain, or events behind the first wait for a later one. From async Rust:
 //! `dapl::async_evd::AsyncEvd` (feature `tokio`) follows these rules.
@@ -252,7 +253,8 @@ impl EvdInner {
         }
     }
 
-    /// Drops every queued event (on free), breaking reference cycles through event handles.
+    /// Drops every queued event (on free), breaking reference cycles through event handles,
+    /// and makes the wait fd readable for good.
     pub(crate) fn clear(&self) {
         let events = {
             let mut s = self.lock();
@@ -261,6 +263,9 @@ impl EvdInner {
             self.cond.notify_all();
             std::mem::take(&mut s.queue)
         };
+        // Freed: a waiter on the wait fd (epoll, `AsyncEvd`) wakes and finds it so; the fd
+        // stays readable from now on, as a closed socket does.
+        self.fd_signal(true);
         // Dropped outside the lock: an event may hold the last reference to an object whose
         // drop takes other locks (an RMR's binding holds its LMR, whose drop deregisters it),
         // and an unread connection request is rejected, which posts to its requester's EVD.

@@ -150,6 +150,37 @@ fn a_freed_evd_fails_next_event() {
     ia.close(CloseFlags::Abrupt).unwrap();
 }
 
+/// A task asleep in `next_event` when its EVD is freed, or its IA closed, wakes and gets the
+/// error (freeing writes the wait fd, as a closed socket becomes readable).
+#[test]
+fn a_task_asleep_in_next_event_wakes_when_its_evd_is_freed_or_its_ia_closed() {
+    for close_ia in [false, true] {
+        let (ia, _) = InterfaceAdapter::open("loopback", 8).unwrap();
+        let evd = software_evd(&ia, 8);
+        let freer = {
+            let (ia, evd) = (ia.clone(), evd.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(QUIET);
+                match close_ia {
+                    true => ia.close(CloseFlags::Abrupt).unwrap(),
+                    false => evd.free().unwrap(),
+                }
+            })
+        };
+        runtime().block_on(async {
+            let events = AsyncEvd::new(&evd).unwrap();
+            let r = timeout(DEADLINE, events.next_event())
+                .await
+                .expect("woken by the free");
+            expect_err(r, ErrorType::InvalidHandle);
+        });
+        freer.join().unwrap();
+        if !close_ia {
+            ia.close(CloseFlags::Abrupt).unwrap();
+        }
+    }
+}
+
 /// Unsignalled events write no fd (as they wake no `Evd::wait`): they are returned by the next
 /// dequeue, here behind the signalled event that wakes the task.
 #[test]
