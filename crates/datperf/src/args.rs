@@ -1,16 +1,24 @@
-//! Command-line parsing (hand-written: a handful of options, and every mistake must end in a
-//! clear message, never a panic).
+//! Command-line parsing with clap (derive): the options as perftest spells them where it has
+//! them (`-t`, `-s`, `-n`, `-a`, `-p`), and every mistake a one-line message, never a panic.
 
+use std::ffi::OsString;
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// Largest message size datperf accepts (each side registers about twice this).
 pub const MAX_SIZE: u64 = 1 << 30;
+
+/// Largest size of a sweep (`-a`), as perftest's `-a`.
+pub const SWEEP_MAX: u64 = 8 << 20;
 
 /// Default connection qualifier of `--server` / `--client` (perftest's default port).
 pub const DEFAULT_QUAL: u64 = 18515;
 
 /// Which DTO a measurement exercises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Op {
     /// send / receive
     Send,
@@ -29,21 +37,10 @@ impl Op {
             Op::Read => "read",
         }
     }
-
-    fn parse(s: &str) -> Result<Op, String> {
-        match s {
-            "send" => Ok(Op::Send),
-            "write" => Ok(Op::Write),
-            "read" => Ok(Op::Read),
-            _ => Err(format!(
-                "unknown test {s:?} for -t (choose send, write or read)"
-            )),
-        }
-    }
 }
 
 /// `-k`: which kind of measurement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum KindArg {
     /// Latency.
     Lat,
@@ -53,28 +50,15 @@ pub enum KindArg {
     Rate,
 }
 
-impl KindArg {
-    fn parse(s: &str) -> Result<KindArg, String> {
-        match s {
-            "lat" => Ok(KindArg::Lat),
-            "bw" => Ok(KindArg::Bw),
-            "rate" => Ok(KindArg::Rate),
-            _ => Err(format!(
-                "unknown kind {s:?} for -k (choose lat, bw or rate)"
-            )),
-        }
-    }
-}
-
 /// Which link the DAT side runs over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LinkKind {
     /// iWARP over kernel TCP (IA name "tcp" / "tcp:<ipv4>").
     Tcp,
-    /// The in-process loopback link (self-contained runs only).
-    Loopback,
     /// The shared-memory link between processes of one host (IA name "shm" / "shm:<ipv4>").
     Shm,
+    /// The in-process loopback link (self-contained runs only).
+    Loopback,
 }
 
 impl LinkKind {
@@ -86,6 +70,22 @@ impl LinkKind {
             LinkKind::Loopback => "loopback".into(),
         }
     }
+
+    /// The link's short name ("tcp", "shm", "loopback").
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Tcp => "tcp",
+            LinkKind::Shm => "shm",
+            LinkKind::Loopback => "loopback",
+        }
+    }
+}
+
+/// The links of `datperf scale` (two processes: no loopback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ScaleLink {
+    Tcp,
+    Shm,
 }
 
 /// Where this process stands.
@@ -110,6 +110,8 @@ pub struct Options {
     pub kind: Option<KindArg>,
     /// Message size (`-s`); `None`: the standard sizes.
     pub size: Option<u64>,
+    /// Every power of two from 2 bytes to `SWEEP_MAX` for latency and bandwidth (`-a`).
+    pub all_sizes: bool,
     /// Iterations per measurement (`-n`); `None`: the defaults.
     pub iters: Option<u64>,
     /// Busy polling (`--poll`: `Some(true)`) or event wait (`--event`: `Some(false)`) for
@@ -128,6 +130,8 @@ pub struct Options {
     pub json: bool,
     /// Few iterations (for tests and smoke runs).
     pub quick: bool,
+    /// Draw bandwidth and latency against size into this SVG file (`--plot`).
+    pub plot: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -137,6 +141,7 @@ impl Default for Options {
             test: None,
             kind: None,
             size: None,
+            all_sizes: false,
             iters: None,
             poll: None,
             link: LinkKind::Tcp,
@@ -145,6 +150,7 @@ impl Default for Options {
             ia: None,
             json: false,
             quick: false,
+            plot: None,
         }
     }
 }
@@ -154,71 +160,29 @@ impl Default for Options {
 pub enum Command {
     /// A benchmark run (local or client) or a server.
     Run(Options),
-    /// `datperf info [IA...]`: list IAs and their attributes.
-    Info(Vec<String>),
+    /// `datperf info [-v] [IA...]`: list IAs and their attributes.
+    Info {
+        /// The IAs named; empty: every IA this machine offers.
+        names: Vec<String>,
+        /// Every attribute and limit (`-v`).
+        verbose: bool,
+    },
     /// `datperf scale`: a connection storm between two processes.
     Scale(crate::scale::ScaleOptions),
-    /// Print the usage.
-    Help,
-    /// Print the version.
-    Version,
 }
 
-/// The usage text.
-pub fn usage() -> String {
-    format!(
-        "\
-datperf {version}: perftest-like benchmarks for dapl-rs, next to raw kernel TCP measured in the same run
+const ABOUT: &str =
+    "perftest-like benchmarks for dapl-rs, next to raw kernel TCP measured in the same run";
 
-USAGE:
-    datperf [OPTIONS]                 self-contained run: server and client in this process,
-                                      over 127.0.0.1: the tcp link against raw TCP, then the
-                                      shm link against the same-host floors (two tables;
-                                      --link picks one)
-    datperf --server [ADDR] [OPTIONS] serve benchmarks on ADDR (default 0.0.0.0): DAT on the
-                                      connection qualifier -p, the raw TCP baseline on the next
-                                      TCP port; runs until killed
-    datperf --client HOST [OPTIONS]   run the benchmarks against a datperf server on HOST
-    datperf info [IA_NAME...]         list IAs (default: loopback, tcp) and their attributes
-    datperf scale [--link tcp|shm] [-n CONNECTIONS] [--json]
-                                      connection storm between two processes (this one and
-                                      a server it spawns): every connect issued at once,
-                                      one verified message per connection; reports how each
-                                      ended, connections/s next to raw TCP connect+accept,
-                                      memory per endpoint and threads (default 5000
-                                      connections: 10,000 endpoints)
+const LONG_ABOUT: &str = "\
+perftest-like benchmarks for dapl-rs, next to raw kernel TCP measured in the same run.
 
-OPTIONS:
-    -t, --test send|write|read  only this operation (default: all three)
-    -k, --kind lat|bw|rate      only this kind of measurement (default: all)
-    -s, --size SIZE             message size, e.g. 8, 4K, 64KiB, 1M, 1MiB (default: 8 bytes
-                                for latency and message rate; 4 KiB, 64 KiB and 1 MiB for
-                                bandwidth)
-    -n, --iters N               iterations per measurement (default: 10000 for latency,
-                                512 MiB worth for bandwidth (at most 300000), 300000 for
-                                message rate); they run in rounds that share them (5 for
-                                latency, 3 for bandwidth and rate; one with --quick), each
-                                followed by its raw TCP round; latency pools the rounds'
-                                samples (each round has its own warm-up), bandwidth and
-                                rate report the median round
-        --quick                 few iterations (a smoke run of a few seconds)
-        --poll                  find completions by busy polling (evd_dequeue loop) in every
-                                measurement (default: for latency only; see below); the
-                                raw TCP baseline then polls a non-blocking socket
-        --event                 find completions with evd_wait in every measurement
-                                (default: for bandwidth and rate); the raw TCP baseline
-                                then blocks (write latency polls memory, and its baseline
-                                polls, in every mode)
-        --link tcp|shm|loopback link of the DAT side (shm: processes of one host; loopback:
-                                self-contained runs only)
-    -p, --port QUAL             connection qualifier (default {qual}); the TCP port is QUAL
-                                for QUAL <= 65535, else QUAL % 32001 + 33534; the raw TCP
-                                baseline uses that port + 1
-        --ia NAME               local IA name (default: <link>:<address>)
-        --json                  print a JSON array of {{name, unit, value, baseline, ratio}}
-    -h, --help                  this text
-    -V, --version               the version
+Without --server or --client, server and client run in this process over 127.0.0.1: the tcp
+link against raw TCP, then the shm link against the same-host floors (two tables; --link picks
+one). `datperf --server [ADDR]` serves benchmarks (DAT on the connection qualifier -p, the raw
+TCP baseline on the next TCP port) until killed; `datperf --client HOST` runs them against it.";
 
+const AFTER_LONG_HELP: &str = "\
 MEASUREMENTS (value next to the raw TCP baseline of the same run; ratio = value / baseline):
     send_lat_8B   half round trip of an 8-byte send/recv ping-pong (median; p99 in the
                   table); baseline: half round trip of an 8-byte TCP ping-pong
@@ -232,7 +196,14 @@ MEASUREMENTS (value next to the raw TCP baseline of the same run; ratio = value 
                   (server to client for read) ending with an 8-byte acknowledgement
     msg_rate_8B   8-byte sends per second (Mmsg/s); baseline: 8-byte TCP writes
 
-Completion mode: by default latency is measured with busy polling (an evd_dequeue loop, as
+ITERATIONS: by default 10000 for latency, 512 MiB worth for bandwidth (at most 300000) and
+300000 for message rate; they run in rounds that share them (5 for latency, 3 for bandwidth
+and rate; one with --quick), each followed by its raw TCP round; latency pools the rounds'
+samples (each round has its own warm-up), bandwidth and rate report the median round. A sweep
+(-a) scales them down with the size: latency 1000 iterations down to 20 at 8 MiB, bandwidth
+64 MiB worth (at least 8, at most 20000).
+
+COMPLETION MODE: by default latency is measured with busy polling (an evd_dequeue loop, as
 perftest polls its CQ; an empty evd_dequeue handles what the tcp link has received in the
 calling thread) and bandwidth and message rate with evd_wait. evd_wait spins up to 50 us before
 it sleeps, without yielding the CPU: measured on a loaded 2-core machine, when the benchmark
@@ -250,10 +221,171 @@ uses blocking reads and writes. A blocking wakeup costs what the machine's idle 
 load make it cost (on one idle machine a blocking 8-byte TCP ping-pong took 33 us per half
 round trip, on a loaded one 7 us), so a polled figure over a blocking baseline gives a ratio
 that says nothing about either stack.
-",
-        version = env!("CARGO_PKG_VERSION"),
-        qual = DEFAULT_QUAL
-    )
+
+EXAMPLES:
+    datperf --quick                          a smoke run of a few seconds
+    datperf -a --plot sweep.svg              every size from 2 B to 8 MiB, drawn
+    datperf --server 10.0.0.2                on host B
+    datperf --client 10.0.0.2 -t write -s 64K on host A
+    datperf info -v                          every IA of this machine, every attribute";
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "datperf",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_long_help = AFTER_LONG_HELP,
+    args_conflicts_with_subcommands = true,
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    sub: Option<Sub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// List the IAs this machine offers and their attributes (like ibv_devinfo)
+    Info(InfoArgs),
+    /// Connection storm between this process and a server process it spawns
+    #[command(long_about = "\
+Connection storm between this process and a server process it spawns: every connect issued at
+once, one verified message per connection. Reports how each connection ended, connections/s
+next to raw TCP connect+accept, memory per endpoint and threads.")]
+    Scale(ScaleArgs),
+}
+
+#[derive(Debug, Args)]
+struct InfoArgs {
+    /// IA names, e.g. loopback, tcp:10.0.0.1, shm, tcp:127.0.0.1,crc [default: loopback, then
+    /// tcp and shm on every local IPv4 address]
+    #[arg(value_name = "IA_NAME")]
+    names: Vec<String>,
+    /// Every attribute and limit (default: the main ones)
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(Debug, Args)]
+struct ScaleArgs {
+    /// Link of both processes
+    #[arg(long, value_enum, default_value = "tcp")]
+    link: ScaleLink,
+    /// Connections (an endpoint on either side of each)
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "N",
+        default_value_t = crate::scale::DEFAULT_CONNECTIONS,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000),
+        allow_negative_numbers = true
+    )]
+    connections: u64,
+    /// Print one JSON object
+    #[arg(long)]
+    json: bool,
+    /// Be the spawned server process (internal)
+    #[arg(long, hide = true)]
+    serve: bool,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Serve benchmarks on this local address until killed
+    #[arg(
+        long,
+        value_name = "ADDR",
+        num_args = 0..=1,
+        default_missing_value = "0.0.0.0",
+        conflicts_with = "client",
+        help_heading = "Mode"
+    )]
+    server: Option<Ipv4Addr>,
+    /// Run the benchmarks against the datperf server on HOST
+    #[arg(
+        short = 'c',
+        long,
+        value_name = "HOST",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
+        help_heading = "Mode"
+    )]
+    client: Option<String>,
+
+    /// Only this operation [default: all three]
+    #[arg(short, long, value_enum, overrides_with = "test")]
+    test: Option<Op>,
+    /// Only this kind of measurement [default: all]
+    #[arg(short, long, value_enum, overrides_with = "kind")]
+    kind: Option<KindArg>,
+    /// Message size: 8, 4K, 64KiB, 1M, 1MiB [default: 8 B for latency and rate; 4 KiB,
+    /// 64 KiB and 1 MiB for bandwidth]
+    #[arg(
+        short,
+        long,
+        value_name = "SIZE",
+        value_parser = parse_size,
+        overrides_with = "size",
+        conflicts_with = "all_sizes"
+    )]
+    size: Option<u64>,
+    /// Sweep latency and bandwidth over every power of two from 2 B to 8 MiB (as perftest's -a)
+    #[arg(short, long)]
+    all_sizes: bool,
+    /// Iterations per measurement [default: see ITERATIONS under --help]
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000_000),
+        allow_negative_numbers = true,
+        overrides_with = "iters"
+    )]
+    iters: Option<u64>,
+    /// Few iterations (a smoke run of a few seconds)
+    #[arg(long, overrides_with = "quick")]
+    quick: bool,
+    /// Find completions by busy polling in every measurement (the raw TCP baseline then polls
+    /// a non-blocking socket) [default: for latency only]
+    #[arg(long, overrides_with_all = ["poll", "event"])]
+    poll: bool,
+    /// Find completions with evd_wait in every measurement (the raw TCP baseline then blocks)
+    /// [default: for bandwidth and rate]
+    #[arg(long, overrides_with_all = ["poll", "event"])]
+    event: bool,
+    /// Link of the DAT side (shm: processes of one host; loopback: self-contained runs only)
+    /// [default: tcp, then shm, in a self-contained run; tcp otherwise]
+    #[arg(long, value_enum, overrides_with = "link")]
+    link: Option<LinkKind>,
+    /// Connection qualifier [default: 18515]; the TCP port is QUAL for QUAL <= 65535, else
+    /// QUAL % 32001 + 33534; the raw TCP baseline uses that port + 1
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "QUAL",
+        value_parser = clap::value_parser!(u64).range(1..),
+        allow_negative_numbers = true,
+        overrides_with = "qual"
+    )]
+    qual: Option<u64>,
+    /// Local IA name of --server and --client [default: <link>:<address>]
+    #[arg(
+        long,
+        value_name = "NAME",
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
+        overrides_with = "ia"
+    )]
+    ia: Option<String>,
+    /// Print a JSON array of {link, name, unit, value, baseline, ratio} on stdout
+    #[arg(long, overrides_with = "json")]
+    json: bool,
+    /// Draw bandwidth and latency against message size, dapl-rs next to its baseline, into
+    /// this SVG file (best with -a)
+    #[arg(long, value_name = "FILE.svg", overrides_with = "plot")]
+    plot: Option<PathBuf>,
 }
 
 /// Parses a size: decimal digits with an optional suffix B, K/KiB, M/MiB, G/GiB (powers of
@@ -263,9 +395,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(digits_end);
     if num.is_empty() {
-        return Err(format!(
-            "bad size {s:?}: expected a number with an optional K, KiB, M, MiB, G or GiB"
-        ));
+        return Err("expected a number with an optional K, KiB, M, MiB, G or GiB".into());
     }
     let mult: u64 = match suffix.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -274,27 +404,23 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "g" | "gib" => 1 << 30,
         "kb" | "mb" | "gb" => {
             return Err(format!(
-                "bad size {s:?}: {suffix} is ambiguous; use K/KiB (1024) or M/MiB (1024*1024)"
+                "{suffix} is ambiguous; use K/KiB (1024) or M/MiB (1024*1024)"
             ))
         }
         _ => {
             return Err(format!(
-                "bad size {s:?}: unknown suffix {suffix:?} (use K, KiB, M, MiB, G or GiB)"
+                "unknown suffix {suffix:?} (use K, KiB, M, MiB, G or GiB)"
             ))
         }
     };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("bad size {s:?}: the number is too large"))?;
-    let v = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("bad size {s:?}: too large"))?;
+    let n: u64 = num.parse().map_err(|_| "the number is too large")?;
+    let v = n.checked_mul(mult).ok_or("too large")?;
     if v == 0 {
-        return Err(format!("bad size {s:?}: must be at least 1 byte"));
+        return Err("must be at least 1 byte".into());
     }
     if v > MAX_SIZE {
         return Err(format!(
-            "bad size {s:?}: at most {} ({MAX_SIZE} bytes)",
+            "at most {} ({MAX_SIZE} bytes)",
             size_label(MAX_SIZE)
         ));
     }
@@ -312,200 +438,130 @@ pub fn size_label(n: u64) -> String {
     format!("{n}B")
 }
 
-fn parse_u64(opt: &str, v: &str, min: u64, max: u64) -> Result<u64, String> {
-    let n: u64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("{opt} needs a whole number, not {v:?}"))?;
-    if n < min || n > max {
-        return Err(format!("{opt} must be in {min}..={max}, not {n}"));
-    }
-    Ok(n)
+/// The sizes of a sweep: 2, 4, ... `SWEEP_MAX` bytes.
+pub fn sweep_sizes() -> Vec<u64> {
+    (1..=SWEEP_MAX.trailing_zeros())
+        .map(|s| 1u64 << s)
+        .collect()
+}
+
+/// What `parse` gives instead of a command.
+#[derive(Debug)]
+pub enum Exit {
+    /// `--help` or `--version`: print this on stdout, exit 0.
+    Print(String),
+    /// A user error: print this one line on stderr, exit 2.
+    Usage(String),
 }
 
 /// Parses the arguments after the program name.
-pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Command, String> {
-    let args: Vec<&str> = args.iter().map(|s| s.as_ref()).collect();
-    if args.first() == Some(&"info") {
-        let mut names = Vec::new();
-        for a in &args[1..] {
-            match *a {
-                "-h" | "--help" => return Ok(Command::Help),
-                a if a.starts_with('-') => {
-                    return Err(format!("unknown option {a:?} for `datperf info`"))
-                }
-                a => names.push(a.to_string()),
-            }
+pub fn parse<I, S>(args: I) -> Result<Command, Exit>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString> + Clone,
+{
+    let argv: Vec<OsString> = std::iter::once(OsString::from("datperf"))
+        .chain(args.into_iter().map(Into::into))
+        .collect();
+    let sub = match argv.get(1).and_then(|a| a.to_str()) {
+        Some(s @ ("info" | "scale")) => format!(" {s}"),
+        _ => String::new(),
+    };
+    let cli = Cli::try_parse_from(&argv).map_err(|e| clap_exit(&e, &sub))?;
+    let usage = |kind: ErrorKind, msg: &str| clap_exit(&Cli::command().error(kind, msg), &sub);
+    let r = match cli.sub {
+        Some(Sub::Info(i)) => {
+            return Ok(Command::Info {
+                names: i.names,
+                verbose: i.verbose,
+            })
         }
-        return Ok(Command::Info(names));
-    }
-    if args.first() == Some(&"scale") {
-        return parse_scale(&args[1..]);
-    }
-    let mut o = Options::default();
-    let mut server: Option<Ipv4Addr> = None;
-    let mut client: Option<String> = None;
-    let mut link_set = false;
-    let mut i = 0;
-    while i < args.len() {
-        let raw = args[i];
-        i += 1;
-        // `--opt=value` form for long options.
-        let (opt, inline) = match raw.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k, Some(v)),
-            _ => (raw, None),
-        };
-        let mut value = |what: &str| -> Result<String, String> {
-            if let Some(v) = inline {
-                return Ok(v.to_string());
-            }
-            match args.get(i) {
-                Some(v) => {
-                    i += 1;
-                    Ok(v.to_string())
-                }
-                None => Err(format!("{opt} needs {what}")),
-            }
-        };
-        const FLAGS: [&str; 8] = [
-            "-h",
-            "--help",
-            "-V",
-            "--version",
-            "--poll",
-            "--event",
-            "--json",
-            "--quick",
-        ];
-        if inline.is_some() && FLAGS.contains(&opt) {
-            return Err(format!("{opt} takes no value"));
+        Some(Sub::Scale(s)) => {
+            return Ok(Command::Scale(crate::scale::ScaleOptions {
+                link: match s.link {
+                    ScaleLink::Tcp => LinkKind::Tcp,
+                    ScaleLink::Shm => LinkKind::Shm,
+                },
+                connections: s.connections,
+                serve: s.serve,
+                json: s.json,
+            }))
         }
-        match opt {
-            "-h" | "--help" => return Ok(Command::Help),
-            "-V" | "--version" => return Ok(Command::Version),
-            "--server" => {
-                if server.is_some() {
-                    return Err("--server given twice".into());
-                }
-                let addr = match inline {
-                    Some(v) => Some(v.to_string()),
-                    None => match args.get(i) {
-                        Some(v) if !v.starts_with('-') => {
-                            i += 1;
-                            Some(v.to_string())
-                        }
-                        _ => None,
-                    },
-                };
-                server = Some(match addr {
-                    None => Ipv4Addr::UNSPECIFIED,
-                    Some(a) => a
-                        .parse()
-                        .map_err(|_| format!("--server takes a local IPv4 address, not {a:?}"))?,
-                });
-            }
-            "--client" | "-c" => {
-                if client.is_some() {
-                    return Err("--client given twice".into());
-                }
-                let h = value("a host name or address")?;
-                if h.is_empty() {
-                    return Err("--client needs a host name or address".into());
-                }
-                client = Some(h);
-            }
-            "-t" | "--test" => o.test = Some(Op::parse(&value("send, write or read")?)?),
-            "-k" | "--kind" => o.kind = Some(KindArg::parse(&value("lat, bw or rate")?)?),
-            "-s" | "--size" => o.size = Some(parse_size(&value("a size")?)?),
-            "-n" | "--iters" => {
-                o.iters = Some(parse_u64(opt, &value("a count")?, 1, 1_000_000_000)?)
-            }
-            "-p" | "--port" => o.qual = Some(parse_u64(opt, &value("a qualifier")?, 1, u64::MAX)?),
-            "--poll" => o.poll = Some(true),
-            "--event" => o.poll = Some(false),
-            "--link" => {
-                o.link = match value("tcp, shm or loopback")?.as_str() {
-                    "tcp" => LinkKind::Tcp,
-                    "shm" => LinkKind::Shm,
-                    "loopback" => LinkKind::Loopback,
-                    v => return Err(format!("unknown link {v:?} (choose tcp, shm or loopback)")),
-                };
-                link_set = true;
-            }
-            "--ia" => {
-                let n = value("an IA name")?;
-                if n.is_empty() {
-                    return Err("--ia needs an IA name".into());
-                }
-                o.ia = Some(n);
-            }
-            "--json" => o.json = true,
-            "--quick" => o.quick = true,
-            a if a.starts_with('-') => return Err(format!("unknown option {a:?} (see --help)")),
-            a => return Err(format!("unexpected argument {a:?} (see --help)")),
-        }
-    }
-    o.mode = match (server, client) {
-        (Some(_), Some(_)) => return Err("--server and --client exclude each other".into()),
+        None => cli.run,
+    };
+    let mode = match (r.server, r.client) {
         (Some(a), None) => Mode::Server(a),
         (None, Some(h)) => Mode::Client(h),
-        (None, None) => Mode::Local,
+        // clap refuses both (`conflicts_with`).
+        (_, _) => Mode::Local,
     };
-    o.link_given = link_set;
-    if link_set && o.link == LinkKind::Loopback && o.mode != Mode::Local {
-        return Err(
-            "--link loopback works only within one process (a run without --server/--client)"
-                .into(),
-        );
+    if r.link == Some(LinkKind::Loopback) && mode != Mode::Local {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            "--link loopback works only within one process (a run without --server/--client)",
+        ));
     }
-    if o.ia.is_some() && o.mode == Mode::Local {
-        return Err("--ia applies to --server and --client runs".into());
+    if r.ia.is_some() && mode == Mode::Local {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            "--ia applies to --server and --client runs (a self-contained run opens its own IAs)",
+        ));
     }
-    Ok(Command::Run(o))
+    if r.plot.is_some() && matches!(mode, Mode::Server(_)) {
+        return Err(usage(
+            ErrorKind::ArgumentConflict,
+            "--plot applies to the side that measures: give it to the client, not --server",
+        ));
+    }
+    Ok(Command::Run(Options {
+        mode,
+        test: r.test,
+        kind: r.kind,
+        size: r.size,
+        all_sizes: r.all_sizes,
+        iters: r.iters,
+        poll: match (r.poll, r.event) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
+        link: r.link.unwrap_or(LinkKind::Tcp),
+        link_given: r.link.is_some(),
+        qual: r.qual,
+        ia: r.ia,
+        json: r.json,
+        quick: r.quick,
+        plot: r.plot,
+    }))
 }
 
-/// Parses the arguments after `datperf scale`.
-fn parse_scale(args: &[&str]) -> Result<Command, String> {
-    let mut o = crate::scale::ScaleOptions {
-        link: LinkKind::Tcp,
-        connections: crate::scale::DEFAULT_CONNECTIONS,
-        serve: false,
-        json: false,
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let (opt, inline) = match args[i].split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k, Some(v)),
-            _ => (args[i], None),
-        };
-        i += 1;
-        let mut value = |what: &str| -> Result<String, String> {
-            if let Some(v) = inline {
-                return Ok(v.to_string());
-            }
-            i += 1;
-            args.get(i - 1)
-                .map(|v| v.to_string())
-                .ok_or_else(|| format!("{opt} needs {what}"))
-        };
-        match opt {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--link" => {
-                o.link = match value("tcp or shm")?.as_str() {
-                    "tcp" => LinkKind::Tcp,
-                    "shm" => LinkKind::Shm,
-                    v => return Err(format!("`datperf scale` runs over tcp or shm, not {v:?}")),
-                }
-            }
-            "-n" | "--connections" => {
-                o.connections = parse_u64(opt, &value("a count")?, 1, 1_000_000)?
-            }
-            "--json" => o.json = true,
-            "--serve" => o.serve = true,
-            a => return Err(format!("unknown argument {a:?} for `datperf scale`")),
+/// A clap error as datperf reports it: help and version as they are, a mistake as one line
+/// (what was wrong, clap's tip if it has one, where to look).
+fn clap_exit(e: &clap::Error, sub: &str) -> Exit {
+    let text = e.render().to_string();
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        return Exit::Print(text);
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return Exit::Usage(format!("a command is missing (see `datperf{sub} --help`)"));
+    }
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let what = lines
+        .next()
+        .map(|l| l.strip_prefix("error: ").unwrap_or(l).to_string())
+        .unwrap_or_else(|| e.kind().to_string());
+    let mut msg = what;
+    for l in lines {
+        if let Some(t) = l.strip_prefix("tip: ") {
+            msg.push_str("; ");
+            msg.push_str(t);
+        } else if l.starts_with("[possible values:") {
+            msg.push(' ');
+            msg.push_str(l);
         }
     }
-    Ok(Command::Scale(o))
+    msg.push_str(&format!(" (see `datperf{sub} --help`)"));
+    Exit::Usage(msg)
 }
 
 #[cfg(test)]
@@ -521,9 +577,24 @@ mod tests {
 
     fn fails(args: &[&str]) -> String {
         match parse(args) {
-            Err(e) => e,
-            Ok(c) => panic!("{args:?} should fail, gave {c:?}"),
+            Err(Exit::Usage(e)) => {
+                assert!(!e.contains('\n'), "{args:?}: not one line: {e}");
+                e
+            }
+            other => panic!("{args:?} should fail, gave {other:?}"),
         }
+    }
+
+    fn printed(args: &[&str]) -> String {
+        match parse(args) {
+            Err(Exit::Print(t)) => t,
+            other => panic!("{args:?} should print, gave {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_is_well_formed() {
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -574,6 +645,14 @@ mod tests {
     }
 
     #[test]
+    fn sweep_sizes_are_the_powers_of_two_from_2_to_8_mib() {
+        let s = sweep_sizes();
+        assert_eq!(s.len(), 23);
+        assert_eq!((s[0], s[1], s[22]), (2, 4, 8 << 20));
+        assert!(s.windows(2).all(|w| w[1] == 2 * w[0]));
+    }
+
+    #[test]
     fn no_arguments_is_a_local_run() {
         let o = run(&[]);
         assert_eq!(o, Options::default());
@@ -596,10 +675,24 @@ mod tests {
         assert_eq!(run(&["--kind=rate"]).kind, Some(KindArg::Rate));
         let o = run(&["--test=read", "--size=1MiB", "--iters=5", "--link=loopback"]);
         assert_eq!(
-            (o.test, o.size, o.iters, o.link),
-            (Some(Op::Read), Some(1 << 20), Some(5), LinkKind::Loopback)
+            (o.test, o.size, o.iters, o.link, o.link_given),
+            (
+                Some(Op::Read),
+                Some(1 << 20),
+                Some(5),
+                LinkKind::Loopback,
+                true
+            )
         );
+        // The last of --poll and --event counts, as does the last of a repeated option.
         assert_eq!(run(&["--poll", "--event"]).poll, Some(false));
+        assert_eq!(run(&["--event", "--poll"]).poll, Some(true));
+        assert_eq!(run(&["-t", "send", "-t", "read"]).test, Some(Op::Read));
+        assert!(run(&["--json", "--json"]).json);
+        let o = run(&["-a", "--plot", "out.svg", "-k", "bw"]);
+        assert!(o.all_sizes && o.size.is_none());
+        assert_eq!(o.plot.as_deref(), Some(std::path::Path::new("out.svg")));
+        assert!(run(&["--all-sizes"]).all_sizes);
     }
 
     #[test]
@@ -616,47 +709,90 @@ mod tests {
         let o = run(&["--client", "host-b", "-t", "send", "--ia", "tcp:10.0.0.1"]);
         assert_eq!(o.mode, Mode::Client("host-b".into()));
         assert_eq!(o.ia.as_deref(), Some("tcp:10.0.0.1"));
+        assert_eq!(run(&["-c", "h"]).mode, Mode::Client("h".into()));
     }
 
     #[test]
-    fn info_takes_names() {
-        assert_eq!(parse(&["info"]), Ok(Command::Info(vec![])));
+    fn info_takes_names_and_verbose() {
         assert_eq!(
-            parse(&["info", "tcp:127.0.0.1,crc"]),
-            Ok(Command::Info(vec!["tcp:127.0.0.1,crc".into()]))
+            parse(["info"]).unwrap(),
+            Command::Info {
+                names: vec![],
+                verbose: false
+            }
         );
-        assert!(parse(&["info", "--bogus"]).is_err());
-        assert_eq!(parse(&["info", "--help"]), Ok(Command::Help));
+        assert_eq!(
+            parse(["info", "-v", "tcp:127.0.0.1,crc"]).unwrap(),
+            Command::Info {
+                names: vec!["tcp:127.0.0.1,crc".into()],
+                verbose: true
+            }
+        );
+        assert!(fails(&["info", "--bogus"]).contains("datperf info --help"));
+        assert!(printed(&["info", "--help"]).contains("IA_NAME"));
+    }
+
+    #[test]
+    fn scale_options() {
+        let Ok(Command::Scale(s)) = parse(["scale", "--link", "shm", "-n", "200", "--json"]) else {
+            panic!("scale not parsed");
+        };
+        assert_eq!(
+            (s.link, s.connections, s.json, s.serve),
+            (LinkKind::Shm, 200, true, false)
+        );
+        let Ok(Command::Scale(s)) = parse(["scale", "--serve"]) else {
+            panic!("scale not parsed");
+        };
+        assert_eq!(s.link, LinkKind::Tcp);
+        assert_eq!(s.connections, crate::scale::DEFAULT_CONNECTIONS);
+        assert!(s.serve);
+        assert!(fails(&["scale", "--link", "loopback"]).contains("loopback"));
+        assert!(fails(&["scale", "-n", "0"]).contains("0"));
+        assert!(fails(&["scale", "--bogus"]).contains("--bogus"));
+        // Run options do not mix with a subcommand.
+        assert!(!fails(&["--json", "scale"]).is_empty());
     }
 
     #[test]
     fn help_and_version() {
-        assert_eq!(parse(&["-h"]), Ok(Command::Help));
-        assert_eq!(parse(&["--json", "--help"]), Ok(Command::Help));
-        assert_eq!(parse(&["-V"]), Ok(Command::Version));
-        assert!(usage().contains("--server"));
+        let h = printed(&["-h"]);
+        assert!(h.contains("--server") && h.contains("--all-sizes") && h.contains("info"));
+        let long = printed(&["--json", "--help"]);
+        assert!(long.contains("MEASUREMENTS") && long.contains("COMPLETION MODE"));
+        assert!(printed(&["-V"]).contains(env!("CARGO_PKG_VERSION")));
     }
 
     #[test]
-    fn bad_arguments_are_errors_not_panics() {
-        assert!(fails(&["-t"]).contains("needs"));
-        assert!(fails(&["-t", "atomic"]).contains("atomic"));
+    fn bad_arguments_are_one_line_errors_not_panics() {
+        assert!(fails(&["-t"]).contains("value is required"));
+        let e = fails(&["-t", "atomic"]);
+        assert!(
+            e.contains("atomic") && e.contains("possible values: send, write, read"),
+            "{e}"
+        );
         assert!(fails(&["-k", "fast"]).contains("fast"));
         assert!(fails(&["-s", "4KB"]).contains("ambiguous"));
-        assert!(fails(&["-n", "0"]).contains("-n"));
-        assert!(fails(&["-n", "ten"]).contains("whole number"));
-        assert!(fails(&["-p", "-5"]).contains("-p"));
+        assert!(fails(&["-n", "0"]).contains("0"));
+        assert!(fails(&["-n", "ten"]).contains("ten"));
+        assert!(fails(&["-p", "-5"]).contains("-5"));
         assert!(fails(&["--link", "udp"]).contains("udp"));
         assert_eq!(run(&["--link", "shm"]).link, LinkKind::Shm);
         assert!(fails(&["--bogus"]).contains("--bogus"));
         assert!(fails(&["--bogus=1"]).contains("--bogus"));
+        // clap's suggestion makes it into the line.
+        assert!(fails(&["--pol"]).contains("--poll"));
         assert!(fails(&["stray"]).contains("stray"));
         assert!(fails(&["--server", "not-an-ip"]).contains("IPv4"));
-        assert!(fails(&["--server", "--client", "x"]).contains("exclude"));
-        assert!(fails(&["--client"]).contains("needs"));
+        assert!(fails(&["--server", "--client", "x"]).contains("cannot be used with"));
+        assert!(fails(&["--client"]).contains("value is required"));
+        assert!(fails(&["--client", ""]).contains("--client"));
         assert!(fails(&["--client", "h", "--link", "loopback"]).contains("one process"));
         assert!(fails(&["--ia", "tcp"]).contains("--ia"));
-        assert!(fails(&["--server", "--server"]).contains("twice"));
-        assert!(fails(&["--json=yes"]).contains("no value"));
+        assert!(fails(&["--server", "--server"]).contains("multiple times"));
+        assert!(fails(&["--json=yes"]).contains("--json"));
+        assert!(fails(&["-a", "-s", "8"]).contains("cannot be used with"));
+        assert!(fails(&["--server", "--plot", "x.svg"]).contains("--plot"));
+        assert!(fails(&["-t", "atomic"]).ends_with("(see `datperf --help`)"));
     }
 }

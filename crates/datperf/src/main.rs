@@ -1,5 +1,5 @@
 //! `datperf`: perftest-like benchmarks for dapl-rs, each figure next to raw kernel TCP measured
-//! in the same run. See `datperf --help` (text in `args.rs`).
+//! in the same run. See `datperf --help` (the command line is in `args.rs`).
 
 #![forbid(unsafe_code)]
 
@@ -7,6 +7,7 @@ mod args;
 mod dat;
 mod error;
 mod info;
+mod plot;
 mod raw;
 mod report;
 mod scale;
@@ -19,6 +20,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use std::io::IsTerminal;
+
 use args::{Command, LinkKind, Mode, Options};
 use error::{bail, Context, Result};
 use report::Row;
@@ -26,41 +29,32 @@ use suite::Measurement;
 
 fn main() {
     trace::init();
-    let argv: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let code = match args::parse(&argv) {
-        Err(e) => {
-            eprintln!("datperf: {e}\nTry `datperf --help`.");
+    let code = match args::parse(std::env::args_os().skip(1)) {
+        Ok(cmd) => execute(cmd),
+        Err(args::Exit::Print(text)) => out(&text),
+        Err(args::Exit::Usage(e)) => {
+            eprintln!("datperf: {e}");
             2
         }
-        Ok(Command::Help) => out(&args::usage()),
-        Ok(Command::Version) => out(&format!("datperf {}\n", env!("CARGO_PKG_VERSION"))),
-        Ok(Command::Info(names)) => run_info(&names),
-        Ok(Command::Scale(o)) => {
-            let r = if o.serve {
-                scale::serve(&o).map(|()| String::new())
-            } else {
-                scale::run(&o)
-            };
-            match r {
-                Ok(text) => out(&text),
-                Err(e) => {
-                    eprintln!("datperf: error: {e}");
-                    1
-                }
-            }
-        }
-        Ok(Command::Run(o)) => match run(&o) {
-            Ok(text) => out(&text),
-            Err(e) => {
-                eprintln!("datperf: error: {e}");
-                1
-            }
-        },
     };
     std::process::exit(code);
+}
+
+/// Runs a parsed command; returns the exit code.
+fn execute(cmd: Command) -> i32 {
+    let r = match cmd {
+        Command::Info { names, verbose } => return run_info(&names, verbose),
+        Command::Scale(o) if o.serve => scale::serve(&o).map(|()| String::new()),
+        Command::Scale(o) => scale::run(&o),
+        Command::Run(o) => run(&o),
+    };
+    match r {
+        Ok(text) => out(&text),
+        Err(e) => {
+            eprintln!("datperf: error: {e}");
+            1
+        }
+    }
 }
 
 /// Writes to stdout; a closed stdout is an exit code, not a panic.
@@ -72,15 +66,15 @@ fn out(text: &str) -> i32 {
     }
 }
 
-fn run_info(names: &[String]) -> i32 {
-    let names: Vec<&str> = if names.is_empty() {
-        info::DEFAULT_IAS.to_vec()
+fn run_info(names: &[String], verbose: bool) -> i32 {
+    let names: Vec<String> = if names.is_empty() {
+        info::every_ia()
     } else {
-        names.iter().map(String::as_str).collect()
+        names.to_vec()
     };
     let mut code = 0;
     for (i, n) in names.iter().enumerate() {
-        match info::describe(n) {
+        match info::describe(n, verbose) {
             Ok(t) => {
                 let sep = if i > 0 { "\n" } else { "" };
                 if out(&format!("{sep}{t}")) != 0 {
@@ -144,13 +138,29 @@ fn completion_mode(o: &Options) -> &'static str {
     }
 }
 
-fn render(o: &Options, title: &str, rows: &[Row], base: Baseline) -> String {
+fn render(o: &Options, title: &str, rows: &[Row], base: Baseline) -> Result<String> {
     render_all(o, &[(title.to_string(), rows.to_vec(), base)])
 }
 
-/// One table per link run (JSON: one array of every row, each naming its link).
-fn render_all(o: &Options, runs: &[(String, Vec<Row>, Baseline)]) -> String {
-    if o.json {
+/// One table per link run (JSON: one array of every row, each naming its link); with
+/// `--plot`, the picture of them all.
+fn render_all(o: &Options, runs: &[(String, Vec<Row>, Baseline)]) -> Result<String> {
+    if let Some(path) = &o.plot {
+        let links: Vec<plot::LinkRows<'_>> = runs
+            .iter()
+            .map(|(_, rows, base)| plot::LinkRows {
+                rows,
+                baseline: base.label(),
+            })
+            .collect();
+        let title = format!(
+            "datperf {}: dapl-rs (solid) vs its baseline of the same run (dashed)",
+            env!("CARGO_PKG_VERSION")
+        );
+        plot::draw(path, &title, &links)?;
+        eprintln!("datperf: plot written to {}", path.display());
+    }
+    Ok(if o.json {
         let all: Vec<Row> = runs.iter().flat_map(|r| r.1.iter().cloned()).collect();
         let mut s = report::json(&all);
         s.push('\n');
@@ -161,7 +171,7 @@ fn render_all(o: &Options, runs: &[(String, Vec<Row>, Baseline)]) -> String {
             .map(|(title, rows, base)| report::table(title, rows, base.label()))
             .collect();
         tables.join("\n")
-    }
+    })
 }
 
 /// What the DAT figures are set against.
@@ -192,10 +202,12 @@ fn run_suite(
     quick: bool,
 ) -> Result<Vec<Row>> {
     let n = suite.len();
+    let progress = Progress::new(suite, quick);
     let mut rows = Vec::with_capacity(n);
     for (i, m) in suite.iter().enumerate() {
         let name = m.name();
-        eprint!("[{:>2}/{n}] {name:<15} ", i + 1);
+        let head = format!("[{:>2}/{n}] {name:<15} ", i + 1);
+        progress.start(&head);
         let (mut d, mut b) = (Vec::new(), Vec::new());
         for r in suite::rounds(m, quick) {
             d.push(client.measure(&r).ctx(format!("{name} (dapl-rs)"))?);
@@ -207,6 +219,7 @@ fn run_suite(
                 }
                 Baseline::Shm => shmbase::measure(&r),
             });
+            progress.round_done();
         }
         let row = Row {
             link,
@@ -214,10 +227,76 @@ fn run_suite(
             dat: report::combine(m, &d)?,
             base: report::combine(m, &b)?,
         };
-        eprintln!("{}", report::progress_line(&row, base.label()));
+        progress.done(&head, &report::progress_line(&row, base.label()));
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Progress on stderr: an indicatif bar on a terminal (the finished measurements' lines
+/// above it), else one plain line per measurement.
+enum Progress {
+    Bar(indicatif::ProgressBar),
+    /// Plain lines; true while a measurement's line is started but not ended.
+    Lines(std::cell::Cell<bool>),
+}
+
+impl Progress {
+    fn new(suite: &[Measurement], quick: bool) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::Lines(std::cell::Cell::new(false));
+        }
+        let rounds: usize = suite.iter().map(|m| suite::rounds(m, quick).len()).sum();
+        let bar = indicatif::ProgressBar::new(rounds as u64);
+        let style = indicatif::ProgressStyle::with_template(
+            "{msg}[{bar:30.cyan/blue}] {pos}/{len} rounds, {elapsed} (about {eta} left)",
+        );
+        if let Ok(style) = style {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Progress::Bar(bar)
+    }
+
+    fn start(&self, head: &str) {
+        match self {
+            Progress::Bar(b) => b.set_message(head.to_string()),
+            Progress::Lines(open) => {
+                eprint!("{head}");
+                open.set(true);
+            }
+        }
+    }
+
+    fn round_done(&self) {
+        if let Progress::Bar(b) = self {
+            b.inc(1);
+        }
+    }
+
+    fn done(&self, head: &str, line: &str) {
+        match self {
+            Progress::Bar(b) => b.println(format!("{head}{line}")),
+            Progress::Lines(open) => {
+                eprintln!("{line}");
+                open.set(false);
+            }
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// The bar goes when the suite ends, whether it ended well or not; a plain line left open
+    /// by a failed measurement is ended, so that the error gets a line of its own.
+    fn drop(&mut self) {
+        match self {
+            Progress::Bar(b) => b.finish_and_clear(),
+            Progress::Lines(open) => {
+                if open.get() {
+                    eprintln!("failed");
+                }
+            }
+        }
+    }
 }
 
 fn join<T>(h: std::thread::JoinHandle<Result<T>>, what: &str) -> Result<T> {
@@ -239,17 +318,13 @@ fn run_local(o: &Options) -> Result<String> {
         let o = Options { link, ..o.clone() };
         runs.push(run_local_link(&o)?);
     }
-    Ok(render_all(o, &runs))
+    render_all(o, &runs)
 }
 
 /// One link's self-contained run: its title, rows and baseline.
 fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
     let suite = suite::build(o);
-    let ia_name = match o.link {
-        LinkKind::Tcp => "tcp",
-        LinkKind::Shm => "shm",
-        LinkKind::Loopback => "loopback",
-    };
+    let ia_name = o.link.name();
     let server = dat::Server::start(ia_name, o.qual).ctx("starting the server side")?;
     let qual = server.qual();
     let addr = server.address()?;
@@ -317,9 +392,9 @@ fn resolve(host: &str) -> Result<Ipv4Addr> {
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
         return Ok(ip);
     }
-    let addrs = (host, 0u16)
-        .to_socket_addrs()
-        .ctx(format!("resolving {host:?}"))?;
+    let addrs = (host, 0u16).to_socket_addrs().ctx(format!(
+        "resolving {host:?} (check the name, or give the server's IPv4 address)"
+    ))?;
     for a in addrs {
         if let IpAddr::V4(ip) = a.ip() {
             return Ok(ip);
@@ -363,11 +438,7 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         LinkKind::Shm => Baseline::Shm,
         _ => Baseline::Tcp(raw_addr),
     };
-    let link = match o.link {
-        LinkKind::Tcp => "tcp",
-        LinkKind::Shm => "shm",
-        LinkKind::Loopback => "loopback",
-    };
+    let link = o.link.name();
     let rows = run_suite(&client, link, base, &suite, o.quick);
     let closed = client.close();
     let rows = rows?;
@@ -378,7 +449,7 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         env!("CARGO_PKG_VERSION"),
         completion_mode(o)
     );
-    Ok(render(o, &title, &rows, base))
+    render(o, &title, &rows, base)
 }
 
 fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {
@@ -388,6 +459,7 @@ fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {
     if o.test.is_some()
         || o.kind.is_some()
         || o.size.is_some()
+        || o.all_sizes
         || o.iters.is_some()
         || o.json
         || o.quick
@@ -395,7 +467,7 @@ fn run_server(o: &Options, addr: Ipv4Addr) -> Result<String> {
     {
         eprintln!(
             "datperf server: note: the client chooses the measurements and their completion \
-             mode; -t, -k, -s, -n, --quick, --json, --poll and --event apply to it"
+             mode; -t, -k, -s, -a, -n, --quick, --json, --poll and --event apply to it"
         );
     }
     let server = dat::Server::start(&ia_name, Some(qual))?;

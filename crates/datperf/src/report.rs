@@ -1,4 +1,8 @@
-//! Turning samples into figures, and figures into the table or the JSON array.
+//! Turning samples into figures, and figures into the table or the JSON array (serde_json).
+
+use std::io;
+
+use serde::Serialize;
 
 use crate::dat::Sample;
 use crate::error::{bail, Result};
@@ -207,36 +211,116 @@ pub fn table(title: &str, rows: &[Row], base: &str) -> String {
     out
 }
 
-/// A finite number as JSON (Rust's `Display` for `f64` never uses an exponent).
-fn json_num(x: f64) -> String {
-    if x.is_finite() {
-        format!("{x}")
-    } else {
-        "null".into()
+/// One measurement as `--json` prints it (the key order is the field order).
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    link: &'a str,
+    name: String,
+    unit: &'a str,
+    value: f64,
+    baseline: f64,
+    ratio: f64,
+}
+
+/// serde_json's layout for datperf: a top-level array holds one element per line, and
+/// within a line keys and values are set apart as in `{"name": "x", "value": 1.0}` (scripts
+/// such as `bench/compare.sh` read the array line by line).
+#[derive(Default)]
+struct LineFormatter {
+    /// Containers open around the current position.
+    depth: usize,
+    /// The outermost array has had an element.
+    outer_has_value: bool,
+}
+
+impl serde_json::ser::Formatter for LineFormatter {
+    fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        if self.depth == 1 {
+            self.outer_has_value = false;
+        }
+        w.write_all(b"[")
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        if self.depth == 0 && self.outer_has_value {
+            w.write_all(b"\n")?;
+        }
+        w.write_all(b"]")
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if !first {
+            w.write_all(b",")?;
+        }
+        if self.depth == 1 {
+            self.outer_has_value = true;
+            w.write_all(b"\n  ")
+        } else if first {
+            Ok(())
+        } else {
+            w.write_all(b" ")
+        }
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth += 1;
+        w.write_all(b"{")
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.depth -= 1;
+        w.write_all(b"}")
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            w.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
     }
 }
 
+/// `v` as JSON in datperf's layout (`LineFormatter`). Non-finite numbers are `null`.
+pub fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
+    let mut buf = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, LineFormatter::default());
+    // Serializing plain structs of strings and numbers into a Vec cannot fail.
+    if v.serialize(&mut ser).is_err() {
+        return "null".into();
+    }
+    String::from_utf8(buf).unwrap_or_default()
+}
+
 /// The JSON array: `{"link", "name", "unit", "value", "baseline", "ratio"}` per measurement,
-/// in that key order. Names and units are plain ASCII, so no escaping is needed.
+/// in that key order, one per line.
 pub fn json(rows: &[Row]) -> String {
-    let items: Vec<String> = rows
+    let items: Vec<JsonRow<'_>> = rows
         .iter()
-        .map(|r| {
-            format!(
-                "  {{\"link\": \"{}\", \"name\": \"{}\", \"unit\": \"{}\", \"value\": {}, \"baseline\": {}, \"ratio\": {}}}",
-                r.link,
-                r.m.name(),
-                r.m.unit(),
-                json_num(round_sig(r.dat.value)),
-                json_num(round_sig(r.base.value)),
-                json_num(round_sig(r.ratio())),
-            )
+        .map(|r| JsonRow {
+            link: r.link,
+            name: r.m.name(),
+            unit: r.m.unit(),
+            value: round_sig(r.dat.value),
+            baseline: round_sig(r.base.value),
+            ratio: round_sig(r.ratio()),
         })
         .collect();
-    if items.is_empty() {
-        return "[]".into();
-    }
-    format!("[\n{}\n]", items.join(",\n"))
+    to_json(&items)
 }
 
 #[cfg(test)]
@@ -332,7 +416,23 @@ mod tests {
             j.find("\"name\"") < j.find("\"unit\"") && j.find("\"value\"") < j.find("\"baseline\"")
         );
         assert_eq!(json(&[]), "[]");
-        assert_eq!(json_num(1e-7), "0.0000001");
-        assert_eq!(json_num(f64::NAN), "null");
+        // One element per line, with `": "` and `", "` inside it.
+        assert_eq!(j.lines().count(), 4, "{j}");
+        assert!(
+            j.starts_with("[\n  {\"link\": \"tcp\", \"name\": \"send_lat_8B\", "),
+            "{j}"
+        );
+        assert!(j.ends_with("}\n]"), "{j}");
+        #[derive(Serialize)]
+        struct Nested {
+            a: Vec<u8>,
+            b: f64,
+        }
+        let n = Nested {
+            a: vec![1, 2],
+            b: f64::NAN,
+        };
+        assert_eq!(to_json(&n), "{\"a\": [1, 2], \"b\": null}");
+        assert_eq!(to_json(&[n]), "[\n  {\"a\": [1, 2], \"b\": null}\n]");
     }
 }

@@ -128,11 +128,7 @@ struct Server {
 impl Server {
     fn spawn(o: &ScaleOptions) -> Result<Server> {
         let exe = std::env::current_exe().ctx("finding datperf's own binary")?;
-        let link = match o.link {
-            LinkKind::Tcp => "tcp",
-            LinkKind::Shm => "shm",
-            LinkKind::Loopback => "loopback",
-        };
+        let link = o.link.name();
         let mut child = Command::new(exe)
             .args(["scale", "--serve", "--link", link])
             .args(["-n", &o.connections.to_string()])
@@ -340,39 +336,72 @@ fn dat_storm(o: &ScaleOptions, server: &mut Server) -> Result<DatStorm> {
     })
 }
 
+/// `datperf scale --json`: one object, keys in this order.
+#[derive(serde::Serialize)]
+struct ScaleJson {
+    link: String,
+    connections: u64,
+    established: u64,
+    other_events: Vec<OtherEvent>,
+    connect_errors: usize,
+    silent: u64,
+    storm_seconds: f64,
+    connections_per_second: f64,
+    baseline_connections_per_second: f64,
+    ratio: f64,
+    messages_verified: u64,
+    messages_bad: u64,
+    client_kib_per_endpoint: f64,
+    server_kib_per_endpoint: f64,
+    client_threads: u64,
+    server_threads: u64,
+}
+
+/// A connection event other than ESTABLISHED, and how many connections ended with it.
+#[derive(serde::Serialize)]
+struct OtherEvent {
+    kind: String,
+    count: u64,
+}
+
+/// `x` rounded to `decimals` places (what the JSON carries).
+fn round_to(x: f64, decimals: i32) -> f64 {
+    let p = 10f64.powi(decimals);
+    (x * p).round() / p
+}
+
 fn report(o: &ScaleOptions, d: &DatStorm, raw_rate: f64) -> String {
     let n = o.connections;
     let rate = d.established as f64 / d.storm_secs.max(1e-9);
     let others: Vec<String> = d.other.iter().map(|(k, c)| format!("{c} {k:?}")).collect();
     if o.json {
-        let others: Vec<String> = d
-            .other
-            .iter()
-            .map(|(k, c)| format!("{{\"kind\": \"{k:?}\", \"count\": {c}}}"))
-            .collect();
-        return format!(
-            "{{\"link\": \"{link:?}\", \"connections\": {n}, \"established\": {est}, \
-             \"other_events\": [{others}], \"connect_errors\": {errs}, \"silent\": {silent}, \
-             \"storm_seconds\": {secs:.3}, \"connections_per_second\": {rate:.0}, \
-             \"baseline_connections_per_second\": {raw:.0}, \"ratio\": {ratio:.3}, \
-             \"messages_verified\": {ok}, \"messages_bad\": {bad}, \
-             \"client_kib_per_endpoint\": {ckib:.1}, \"server_kib_per_endpoint\": {skib:.1}, \
-             \"client_threads\": {ct}, \"server_threads\": {st}}}\n",
-            link = o.link,
-            est = d.established,
-            others = others.join(", "),
-            errs = d.connect_errors.len(),
-            silent = d.silent,
-            secs = d.storm_secs,
-            raw = raw_rate,
-            ratio = rate / raw_rate,
-            ok = d.messages_ok,
-            bad = d.messages_bad,
-            ckib = d.client_kib_per_ep,
-            skib = d.server_kib_per_ep,
-            ct = d.client_threads,
-            st = d.server_threads,
-        );
+        let mut s = crate::report::to_json(&ScaleJson {
+            link: format!("{:?}", o.link),
+            connections: n,
+            established: d.established,
+            other_events: d
+                .other
+                .iter()
+                .map(|(k, c)| OtherEvent {
+                    kind: format!("{k:?}"),
+                    count: *c,
+                })
+                .collect(),
+            connect_errors: d.connect_errors.len(),
+            silent: d.silent,
+            storm_seconds: round_to(d.storm_secs, 3),
+            connections_per_second: round_to(rate, 0),
+            baseline_connections_per_second: round_to(raw_rate, 0),
+            ratio: round_to(rate / raw_rate, 3),
+            messages_verified: d.messages_ok,
+            messages_bad: d.messages_bad,
+            client_kib_per_endpoint: round_to(d.client_kib_per_ep, 1),
+            server_kib_per_endpoint: round_to(d.server_kib_per_ep, 1),
+            client_threads: d.client_threads,
+            server_threads: d.server_threads,
+        });
+        s.push('\n');
+        return s;
     }
     let mut s = format!(
         "datperf scale: {n} connections between two processes ({link:?} link), all connects \

@@ -1,6 +1,6 @@
 //! Which measurements a run makes, with their names, units and iteration counts.
 
-use crate::args::{size_label, KindArg, Op, Options};
+use crate::args::{size_label, sweep_sizes, KindArg, Op, Options};
 
 /// What is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +53,20 @@ pub const LAT_ROUNDS: u64 = 5;
 /// Message-rate iterations (normal, quick).
 const RATE_ITERS: (u64, u64) = (300_000, 5_000);
 
+/// A sweep (`-a`) makes 23 sizes of each measurement, so it scales them down to about a
+/// second per size at most: latency moves this many bytes each way (normal, quick)...
+const SWEEP_LAT_BYTES: (u64, u64) = (16 * MIB, MIB);
+/// ... in at least this many iterations (normal, quick)...
+const SWEEP_LAT_MIN_ITERS: (u64, u64) = (20, 4);
+/// ... and at most this many (normal, quick).
+const SWEEP_LAT_MAX_ITERS: (u64, u64) = (1000, 50);
+/// Bytes moved per bandwidth measurement of a sweep (normal, quick).
+const SWEEP_BW_BYTES: (u64, u64) = (64 * MIB, MIB);
+/// Fewest bandwidth iterations of a sweep (normal, quick).
+const SWEEP_BW_MIN_ITERS: (u64, u64) = (8, 2);
+/// Most bandwidth iterations of a sweep (normal, quick).
+const SWEEP_BW_MAX_ITERS: (u64, u64) = (20_000, 200);
+
 impl Measurement {
     /// The name: `send_lat_8B`, `write_bw_64KiB`, `msg_rate_8B`.
     pub fn name(&self) -> String {
@@ -101,39 +115,55 @@ fn pick(o: &Options, v: (u64, u64)) -> u64 {
     }
 }
 
-/// The measurements of a run, in report order: latencies (send, read, write), bandwidths
-/// (send, write, read, each at every size), message rate.
+/// The measurements of a run, in report order: latencies (send, read, write, each at every
+/// size), bandwidths (send, write, read, each at every size), message rate.
 pub fn build(o: &Options) -> Vec<Measurement> {
     let wanted = |op: Op| o.test.is_none_or(|t| t == op);
     let kind = |k: KindArg| o.kind.is_none_or(|w| w == k);
-    let lat_size = o.size.unwrap_or(8);
-    let bw_sizes: Vec<u64> = match o.size {
-        Some(s) => vec![s],
-        None => vec![4 * KIB, 64 * KIB, MIB],
+    let rate_size = o.size.unwrap_or(8);
+    let (lat_sizes, bw_sizes): (Vec<u64>, Vec<u64>) = match o.size {
+        _ if o.all_sizes => (sweep_sizes(), sweep_sizes()),
+        Some(s) => (vec![s], vec![s]),
+        None => (vec![8], vec![4 * KIB, 64 * KIB, MIB]),
     };
-    let lat = |op: Op| {
-        let iters = o.iters.unwrap_or(pick(o, LAT_ITERS));
+    let lat = |op: Op, size: u64| {
+        let default = if o.all_sizes {
+            (pick(o, SWEEP_LAT_BYTES) / size)
+                .clamp(pick(o, SWEEP_LAT_MIN_ITERS), pick(o, SWEEP_LAT_MAX_ITERS))
+        } else {
+            pick(o, LAT_ITERS)
+        };
+        let iters = o.iters.unwrap_or(default);
         Measurement {
             op,
             kind: Kind::Lat,
-            size: lat_size,
+            size,
             iters,
             warmup: pick(o, LAT_WARMUP).min(iters.div_ceil(10)),
         }
     };
-    let bw = |op: Op, size: u64| Measurement {
-        op,
-        kind: Kind::Bw,
-        size,
-        iters: o.iters.unwrap_or(
-            (pick(o, BW_BYTES) / size).clamp(pick(o, BW_MIN_ITERS), pick(o, BW_MAX_ITERS)),
-        ),
-        warmup: 0,
+    let bw = |op: Op, size: u64| {
+        let (bytes, min, max) = if o.all_sizes {
+            (SWEEP_BW_BYTES, SWEEP_BW_MIN_ITERS, SWEEP_BW_MAX_ITERS)
+        } else {
+            (BW_BYTES, BW_MIN_ITERS, BW_MAX_ITERS)
+        };
+        Measurement {
+            op,
+            kind: Kind::Bw,
+            size,
+            iters: o
+                .iters
+                .unwrap_or((pick(o, bytes) / size).clamp(pick(o, min), pick(o, max))),
+            warmup: 0,
+        }
     };
     let mut v = Vec::new();
     for op in [Op::Send, Op::Read, Op::Write] {
         if wanted(op) && kind(KindArg::Lat) {
-            v.push(lat(op));
+            for &s in &lat_sizes {
+                v.push(lat(op, s));
+            }
         }
     }
     for op in [Op::Send, Op::Write, Op::Read] {
@@ -147,7 +177,7 @@ pub fn build(o: &Options) -> Vec<Measurement> {
         v.push(Measurement {
             op: Op::Send,
             kind: Kind::Rate,
-            size: lat_size,
+            size: rate_size,
             iters: o.iters.unwrap_or(pick(o, RATE_ITERS)),
             warmup: 0,
         });
@@ -253,6 +283,51 @@ mod tests {
         let seven = Measurement { iters: 7, ..bw };
         let it: Vec<u64> = rounds(&seven, false).iter().map(|x| x.iters).collect();
         assert_eq!(it, [3, 2, 2]);
+    }
+
+    #[test]
+    fn a_sweep_has_every_size_for_latency_and_bandwidth() {
+        let o = Options {
+            all_sizes: true,
+            ..Options::default()
+        };
+        let m = build(&o);
+        let sizes = sweep_sizes();
+        for kind in [Kind::Lat, Kind::Bw] {
+            for op in [Op::Send, Op::Write, Op::Read] {
+                let got: Vec<u64> = m
+                    .iter()
+                    .filter(|x| x.kind == kind && x.op == op)
+                    .map(|x| x.size)
+                    .collect();
+                assert_eq!(got, sizes, "{op:?} {kind:?}");
+            }
+        }
+        // Message rate stays at 8 bytes.
+        let rate: Vec<&Measurement> = m.iter().filter(|x| x.kind == Kind::Rate).collect();
+        assert_eq!(rate.len(), 1);
+        assert_eq!(rate[0].size, 8);
+        // Fewer iterations as the size grows, never below the floor.
+        let lat: Vec<u64> = m
+            .iter()
+            .filter(|x| x.kind == Kind::Lat && x.op == Op::Send)
+            .map(|x| x.iters)
+            .collect();
+        assert_eq!(lat[0], SWEEP_LAT_MAX_ITERS.0);
+        assert_eq!(*lat.last().unwrap(), SWEEP_LAT_MIN_ITERS.0);
+        assert!(lat.windows(2).all(|w| w[1] <= w[0]));
+        let big = m
+            .iter()
+            .find(|x| x.kind == Kind::Bw && x.size == 8 << 20)
+            .unwrap();
+        assert_eq!(big.iters, SWEEP_BW_MIN_ITERS.0);
+        // A sweep's bandwidth moves at most 64 MiB (or the count bound) per measurement.
+        for x in m.iter().filter(|x| x.kind == Kind::Bw) {
+            assert!(
+                x.iters * x.size <= SWEEP_BW_BYTES.0.max(x.size * SWEEP_BW_MIN_ITERS.0),
+                "{x:?}"
+            );
+        }
     }
 
     #[test]

@@ -125,12 +125,65 @@ fn table_and_selection_over_the_loopback_link() {
 
 #[test]
 fn info_lists_the_ias() {
+    // Every IA of the machine: loopback, then tcp and shm on each local IPv4 address.
     let out = run(&["info"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(stdout.contains("ia_name:\t\t\tloopback"), "{stdout}");
-    assert!(stdout.contains("ia_name:\t\t\ttcp"), "{stdout}");
-    assert!(stdout.contains("max_rdma_read_per_ep:"), "{stdout}");
+    assert!(stdout.starts_with("ia_name:\t\t\tloopback\n"), "{stdout}");
+    assert!(stdout.contains("ia_name:\t\t\ttcp:127.0.0.1\n"), "{stdout}");
+    assert!(stdout.contains("ia_name:\t\t\tshm:127.0.0.1\n"), "{stdout}");
+    assert!(
+        stdout.contains("\tia_address:                 127.0.0.1 (lo)\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\tmax_message_size:"), "{stdout}");
+    assert!(!stdout.contains("max_rdma_read_per_ep:"), "{stdout}");
+    let blocks = stdout.matches("ia_name:").count();
+    assert!(blocks >= 3 && blocks % 2 == 1, "{stdout}");
+    // -v: every attribute and limit, for each IA named.
+    let out = run(&["info", "-v", "tcp", "shm"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(stdout.matches("ia_name:").count(), 2, "{stdout}");
+    for k in [
+        "link",
+        "provider",
+        "ia_address",
+        "srq",
+        "dto_completes",
+        "send_without_receive",
+        "max_eps",
+        "max_dto_per_ep",
+        "max_rdma_read_per_ep",
+        "max_evds",
+        "max_evd_qlen",
+        "max_iov_segments_per_dto",
+        "max_lmrs",
+        "max_lmr_block_size",
+        "max_pzs",
+        "max_message_size",
+        "max_rdma_size",
+        "max_rmrs",
+        "max_srqs",
+        "max_recv_per_srq",
+        "max_private_data_size",
+        "dead_peer_timeout",
+        "cross_memory_attach",
+    ] {
+        assert_eq!(
+            stdout.matches(&format!("\t{k}:")).count(),
+            2,
+            "{k}: {stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("\tlink:                       tcp\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\tlink:                       shm\n"),
+        "{stdout}"
+    );
     let out = run(&["info", "nonesuch"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -157,9 +210,81 @@ fn bad_arguments_exit_2_with_a_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with("datperf: "), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+        // One line: what was wrong and where to look.
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("--help`)"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
     }
     let out = run(&["--help"]);
     assert!(out.status.success() && text(&out.stdout).contains("--server"));
+    assert!(text(&out.stdout).contains("MEASUREMENTS"));
+    let out = run(&["-V"]);
+    assert!(out.status.success() && text(&out.stdout).starts_with("datperf "));
+}
+
+/// `-a --plot` over the loopback link with few iterations: every size of the sweep is in the
+/// JSON once for dapl-rs with its baseline, and the SVG has a line for each.
+#[test]
+fn a_sweep_has_every_size_and_draws_its_plot() {
+    let dir = std::env::temp_dir().join(format!("datperf-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg_path = dir.join("sweep.svg");
+    let out = run(&[
+        "--link",
+        "loopback",
+        "-a",
+        "--quick",
+        "-t",
+        "write",
+        "--json",
+        "--plot",
+        svg_path.to_str().unwrap(),
+    ]);
+    let got = entries(&out);
+    let sizes: Vec<String> = (1..=23)
+        .map(|s| {
+            let n = 1u64 << s;
+            if n >= 1 << 20 {
+                format!("{}MiB", n >> 20)
+            } else if n >= 1 << 10 {
+                format!("{}KiB", n >> 10)
+            } else {
+                format!("{n}B")
+            }
+        })
+        .collect();
+    assert_eq!(sizes[0], "2B");
+    assert_eq!(sizes[22], "8MiB");
+    for kind in ["lat", "bw"] {
+        for size in &sizes {
+            let name = format!("write_{kind}_{size}");
+            let n = got
+                .iter()
+                .filter(|(l, g, _)| l == "loopback" && *g == name)
+                .count();
+            assert_eq!(n, 1, "{name} appears {n} times");
+        }
+    }
+    // Latency and bandwidth at 23 sizes; check_entry saw a value and a baseline in each.
+    assert_eq!(got.len(), 46, "{got:?}");
+    let svg = std::fs::read_to_string(&svg_path).expect("the SVG was written");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    // Two panels (bandwidth, latency), each with its legend of the two series.
+    for (label, n) in [
+        ("write bandwidth", 1),
+        ("write latency", 1),
+        ("loopback: dapl-rs", 2),
+        ("loopback: raw TCP", 2),
+    ] {
+        assert_eq!(svg.matches(label).count(), n, "{label} in the SVG");
+    }
+    // One line (polyline or path) per series and panel: dapl-rs solid, the baseline dashed.
+    assert!(svg.matches("<polyline").count() >= 2, "no lines drawn");
+    assert!(
+        !svg.contains("send bandwidth"),
+        "a panel for an operation not measured"
+    );
 }
 
 #[test]
@@ -181,6 +306,11 @@ fn nobody_listening_is_a_clear_error() {
         err.contains("datperf: error:") && err.contains("nobody accepts"),
         "{err}"
     );
+    // The error has a line of its own, which says what to do.
+    let line = err.lines().find(|l| l.contains("nobody accepts")).unwrap();
+    assert!(line.starts_with("datperf: error:"), "{err}");
+    assert!(line.contains("datperf --server"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
