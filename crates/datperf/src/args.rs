@@ -53,9 +53,9 @@ pub enum KindArg {
 /// Which link the DAT side runs over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LinkKind {
-    /// iWARP over kernel TCP (IA name "tcp" / "tcp:<ipv4>").
+    /// iWARP over kernel TCP (IA name "tcp" / "tcp:IPV4").
     Tcp,
-    /// The shared-memory link between processes of one host (IA name "shm" / "shm:<ipv4>").
+    /// The shared-memory link between processes of one host (IA name "shm" / "shm:IPV4").
     Shm,
     /// The in-process loopback link (self-contained runs only).
     Loopback,
@@ -371,7 +371,7 @@ struct RunArgs {
         overrides_with = "qual"
     )]
     qual: Option<u64>,
-    /// Local IA name of --server and --client [default: <link>:<address>]
+    /// Local IA name of --server and --client (default: LINK:ADDRESS)
     #[arg(
         long,
         value_name = "NAME",
