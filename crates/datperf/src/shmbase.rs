@@ -1,7 +1,10 @@
 //! The baselines of the shm link: for each figure, the best raw same-host mechanism, measured
 //! in the same run as the DAT figure (alternating rounds, as the raw TCP baseline is):
 //! - latency: two threads ping-ponging on one cache line (a spin on an atomic: the floor of any
-//!   shared-memory transport); half round trips for send and write, round trips for read;
+//!   shared-memory transport; the spin yields the CPU every 1024 turns (the DAT side's busy
+//!   poll yields after every empty poll), so that a busy machine does not leave it waiting out
+//!   time slices); half
+//!   round trips for send and write, round trips for read;
 //! - bandwidth: `process_vm_readv` of the same size (cross-memory attach: the one copy between
 //!   processes that the link's large transfers make), from a buffer of this process (the
 //!   kernel's copy path is the same for another process);
@@ -22,6 +25,21 @@ use crate::suite::{Kind, Measurement};
 #[derive(Default)]
 struct Line(AtomicU64);
 
+/// Spins until `done`, yielding the CPU after a while: on a machine with more runnable
+/// threads than cores, the two ends of a ping-pong may share one core, and a pure spin would
+/// hold it for a whole time slice (milliseconds) before the peer runs.
+fn spin_until(mut done: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    while !done() {
+        spins += 1;
+        if spins % 1024 == 0 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Runs `m`'s baseline here.
 pub fn measure(m: &Measurement) -> Sample {
     match m.kind {
@@ -38,9 +56,7 @@ fn ping_pong(m: &Measurement) -> Sample {
         let flag = flag.clone();
         std::thread::spawn(move || {
             for k in 0..n {
-                while flag.0.load(Ordering::Acquire) != 2 * k + 1 {
-                    std::hint::spin_loop();
-                }
+                spin_until(|| flag.0.load(Ordering::Acquire) == 2 * k + 1);
                 flag.0.store(2 * k + 2, Ordering::Release);
             }
         })
@@ -50,9 +66,7 @@ fn ping_pong(m: &Measurement) -> Sample {
     for k in 0..n {
         let t = Instant::now();
         flag.0.store(2 * k + 1, Ordering::Release);
-        while flag.0.load(Ordering::Acquire) != 2 * k + 2 {
-            std::hint::spin_loop();
-        }
+        spin_until(|| flag.0.load(Ordering::Acquire) == 2 * k + 2);
         let us = t.elapsed().as_secs_f64() * 1e6;
         if k >= m.warmup {
             v.push(if half { us / 2.0 } else { us });
@@ -104,9 +118,7 @@ fn ring(m: &Measurement) -> Sample {
         std::thread::spawn(move || {
             let mut sum = 0u64;
             for k in 0..n {
-                while tail.0.load(Ordering::Acquire) == k {
-                    std::hint::spin_loop();
-                }
+                spin_until(|| tail.0.load(Ordering::Acquire) != k);
                 sum = sum.wrapping_add(slots[(k % SLOTS) as usize].load(Ordering::Relaxed));
                 head.0.store(k + 1, Ordering::Release);
             }
@@ -114,9 +126,7 @@ fn ring(m: &Measurement) -> Sample {
         })
     };
     for k in 0..n {
-        while k - head.0.load(Ordering::Acquire) >= SLOTS {
-            std::hint::spin_loop();
-        }
+        spin_until(|| k - head.0.load(Ordering::Acquire) < SLOTS);
         slots[(k % SLOTS) as usize].store(k, Ordering::Relaxed);
         tail.0.store(k + 1, Ordering::Release);
     }
