@@ -15,11 +15,12 @@ use crate::terminate::{
 };
 
 /// Everything that can go wrong in this crate.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     // ----- local misuse: no Terminate -----
     /// An output buffer is too small for what is being emitted.
+    #[error("emit {what}: output buffer holds {available} bytes, {needed} needed")]
     BufferTooSmall {
         /// What was being emitted.
         what: &'static str,
@@ -29,6 +30,7 @@ pub enum Error {
         available: usize,
     },
     /// An argument is out of range for the wire format.
+    #[error("{operation}: {reason}")]
     InvalidArgument {
         /// The operation that refused it.
         operation: &'static str,
@@ -36,6 +38,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// A state machine was driven in a state that does not allow the operation.
+    #[error("{operation}: not allowed in state {state}")]
     WrongState {
         /// The operation attempted.
         operation: &'static str,
@@ -43,6 +46,7 @@ pub enum Error {
         state: &'static str,
     },
     /// Private data handed to an MPA emit is longer than this crate sends (252 ULP bytes).
+    #[error("emit MPA frame: {len} bytes of private data, at most {max} are sent")]
     PrivateDataTooLong {
         /// Length given.
         len: usize,
@@ -50,6 +54,7 @@ pub enum Error {
         max: usize,
     },
     /// A ULPDU longer than the 16-bit ULPDU_Length field can carry.
+    #[error("encode FPDU: ULPDU of {len} bytes exceeds the 16-bit ULPDU_Length")]
     UlpduTooLong {
         /// Length given.
         len: usize,
@@ -57,6 +62,7 @@ pub enum Error {
 
     // ----- MPA negotiation: LLP / EType 0 -----
     /// An MPA frame ended before its 20-byte header or its private data.
+    #[error("parse MPA frame: {available} bytes, frame needs {needed}")]
     MpaTruncated {
         /// Bytes the frame needs.
         needed: usize,
@@ -64,33 +70,42 @@ pub enum Error {
         available: usize,
     },
     /// The 16-byte key is not the one expected.
+    #[error("parse MPA frame: key is not the {expected:?} key")]
     MpaBadKey {
         /// The frame kind that was expected.
         expected: FrameKind,
     },
     /// Rev is not 1 (RFC 5044) or 2 (RFC 6581).
+    #[error("parse MPA frame: unsupported Rev {revision}")]
     MpaUnsupportedRevision {
         /// The Rev field received.
         revision: u8,
     },
     /// PD_Length above the RFC 5044 limit of 512.
+    #[error("parse MPA frame: PD_Length {len} exceeds the RFC 5044 limit of 512")]
     MpaPrivateDataLengthInvalid {
         /// PD_Length received.
         len: usize,
     },
     /// The peer asked for markers, which this stack does not implement (as siw).
+    #[error("MPA negotiation: {kind:?} asks for markers (M=1), which are not supported")]
     MpaMarkersNotSupported {
         /// Which frame asked for them.
         kind: FrameKind,
     },
     /// Rev 2 with the enhanced flag but fewer than 4 bytes of private data.
+    #[error(
+        "parse MPA frame: enhanced rev 2 frame with PD_Length {pd_len} < 4 (no IRD/ORD block)"
+    )]
     MpaIrdOrdMissing {
         /// PD_Length received.
         pd_len: usize,
     },
     /// The Initiator asked for CRC and the Reply has C=0 (RFC 5044: CRC MUST be used if requested).
+    #[error("MPA negotiation: Reply has C=0 although the Request asked for CRC")]
     MpaCrcNotHonoured,
     /// The Reply's revision is higher than the Request's, or rev 2 answers a rev 1 Request.
+    #[error("MPA negotiation: Reply Rev {replied} does not fit Request Rev {requested}")]
     MpaRevisionMismatch {
         /// Rev sent in the Request.
         requested: u8,
@@ -98,11 +113,13 @@ pub enum Error {
         replied: u8,
     },
     /// Bytes arrived behind the MPA Request before the Reply was sent (siw fails with -EPROTO).
+    #[error("MPA negotiation: {extra} bytes arrived behind the MPA Request before the Reply")]
     MpaDataAfterRequest {
         /// How many extra bytes.
         extra: usize,
     },
     /// The peer wants more inbound reads than the local IRD, or a Read RTR with no IRD/ORD slot.
+    #[error("MPA negotiation: insufficient IRD: {needed} needed, {available} available")]
     MpaInsufficientIrd {
         /// Depth needed.
         needed: u16,
@@ -110,6 +127,7 @@ pub enum Error {
         available: u16,
     },
     /// Peer-to-peer mode was requested but no offered RTR type can be used.
+    #[error("MPA negotiation: no matching RTR (offered {offered:?}, replied {replied:?})")]
     MpaNoMatchingRtr {
         /// RTR types offered by the Initiator.
         offered: RtrSet,
@@ -119,6 +137,7 @@ pub enum Error {
 
     // ----- FPDU framing: LLP / EType 0 -----
     /// The received CRC32c does not match the one computed over the FPDU.
+    #[error("decode FPDU: CRC32c mismatch: computed {computed:#010x}, received {received:#010x}")]
     CrcMismatch {
         /// CRC computed locally.
         computed: u32,
@@ -128,6 +147,7 @@ pub enum Error {
 
     // ----- DDP / RDMAP parse: Terminate per RFC 5040 / 5041 -----
     /// A ULPDU is shorter than the header its control bytes announce.
+    #[error("parse DDP segment: {what} needs {needed} bytes, {available} present")]
     SegmentTooShort {
         /// The part that did not fit.
         what: &'static str,
@@ -137,6 +157,7 @@ pub enum Error {
         available: usize,
     },
     /// The DDP version (DV) is not 1.
+    #[error("parse DDP segment: DDP version {version} (tagged={tagged}), expected 1")]
     DdpVersion {
         /// T flag of the segment.
         tagged: bool,
@@ -144,12 +165,14 @@ pub enum Error {
         version: u8,
     },
     /// The RDMAP version (RV) is not 1.
+    #[error("parse DDP segment: RDMAP version {version}, expected 1")]
     RdmapVersion {
         /// RV received.
         version: u8,
     },
     /// An opcode this stack does not handle (10..15: RFC 7306 atomics and reserved), or
     /// one whose T flag is wrong.
+    #[error("parse DDP segment: unexpected RDMAP opcode {opcode:#x} (tagged={tagged})")]
     UnexpectedOpcode {
         /// Raw opcode.
         opcode: u8,
@@ -157,6 +180,7 @@ pub enum Error {
         tagged: bool,
     },
     /// A known opcode with a shape RFC 5040 forbids (e.g. a Read Request with L=0 or payload).
+    #[error("parse {opcode:?} segment: {reason}")]
     MalformedMessage {
         /// The opcode.
         opcode: Opcode,
@@ -164,6 +188,7 @@ pub enum Error {
         reason: &'static str,
     },
     /// An untagged segment on a queue that is invalid for it.
+    #[error("untagged {}segment: invalid QN {qn}", OpcodeWord(*opcode))]
     InvalidQn {
         /// QN received.
         qn: u32,
@@ -171,6 +196,7 @@ pub enum Error {
         opcode: Option<Opcode>,
     },
     /// MSN is not the next expected one for the queue.
+    #[error("untagged segment on QN {qn}: MSN {received}, expected {expected}")]
     MsnOutOfRange {
         /// Queue number.
         qn: u32,
@@ -180,6 +206,7 @@ pub enum Error {
         received: u32,
     },
     /// MO does not continue the message.
+    #[error("untagged segment on QN {qn} MSN {msn}: MO {received}, expected {expected}")]
     InvalidMo {
         /// Queue number.
         qn: u32,
@@ -191,6 +218,7 @@ pub enum Error {
         received: u32,
     },
     /// An untagged message arrived with no receive buffer posted.
+    #[error("untagged message on QN {qn} MSN {msn}: no receive buffer posted")]
     NoReceiveBuffer {
         /// Queue number.
         qn: u32,
@@ -198,6 +226,7 @@ pub enum Error {
         msn: u32,
     },
     /// An untagged message is longer than the receive buffer posted for it.
+    #[error("untagged message of at least {len} bytes exceeds its {capacity}-byte buffer")]
     MessageTooLong {
         /// Bytes the message needs so far.
         len: u64,
@@ -205,6 +234,9 @@ pub enum Error {
         capacity: u64,
     },
     /// A tagged segment continues a message with a different STag.
+    #[error(
+        "tagged segment: STag {received:#010x} does not continue message on STag {expected:#010x}"
+    )]
     TaggedStagMismatch {
         /// STag of the message in progress.
         expected: u32,
@@ -212,6 +244,7 @@ pub enum Error {
         received: u32,
     },
     /// A tagged segment's TO does not continue the message.
+    #[error("tagged segment on STag {stag:#010x}: TO {received:#x}, expected {expected:#x}")]
     TaggedOffsetMismatch {
         /// STag.
         stag: u32,
@@ -221,6 +254,7 @@ pub enum Error {
         received: u64,
     },
     /// TO + length wraps the 64-bit tagged offset space.
+    #[error("tagged segment on STag {stag:#010x}: TO {to:#x} + {len} bytes wraps")]
     TaggedOffsetWrap {
         /// STag.
         stag: u32,
@@ -230,6 +264,7 @@ pub enum Error {
         len: usize,
     },
     /// A segment of a different message arrived while a message of the same kind was incomplete.
+    #[error("{received:?} segment arrived while a {in_progress:?} message was incomplete")]
     MessageInterleaved {
         /// Opcode of the message in progress.
         in_progress: Opcode,
@@ -287,152 +322,165 @@ impl Error {
     }
 }
 
-impl core::fmt::Display for Error {
+/// The opcode word of [`Error::InvalidQn`]'s message ("Send " or nothing).
+struct OpcodeWord(Option<Opcode>);
+
+impl core::fmt::Display for OpcodeWord {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        use Error::*;
-        match self {
-            BufferTooSmall {
-                what,
-                needed,
-                available,
-            } => write!(
-                f,
-                "emit {what}: output buffer holds {available} bytes, {needed} needed"
-            ),
-            InvalidArgument { operation, reason } => write!(f, "{operation}: {reason}"),
-            WrongState { operation, state } => {
-                write!(f, "{operation}: not allowed in state {state}")
-            }
-            PrivateDataTooLong { len, max } => write!(
-                f,
-                "emit MPA frame: {len} bytes of private data, at most {max} are sent"
-            ),
-            UlpduTooLong { len } => write!(
-                f,
-                "encode FPDU: ULPDU of {len} bytes exceeds the 16-bit ULPDU_Length"
-            ),
-            MpaTruncated { needed, available } => write!(
-                f,
-                "parse MPA frame: {available} bytes, frame needs {needed}"
-            ),
-            MpaBadKey { expected } => {
-                write!(f, "parse MPA frame: key is not the {expected:?} key")
-            }
-            MpaUnsupportedRevision { revision } => {
-                write!(f, "parse MPA frame: unsupported Rev {revision}")
-            }
-            MpaPrivateDataLengthInvalid { len } => write!(
-                f,
-                "parse MPA frame: PD_Length {len} exceeds the RFC 5044 limit of 512"
-            ),
-            MpaMarkersNotSupported { kind } => write!(
-                f,
-                "MPA negotiation: {kind:?} asks for markers (M=1), which are not supported"
-            ),
-            MpaIrdOrdMissing { pd_len } => write!(
-                f,
-                "parse MPA frame: enhanced rev 2 frame with PD_Length {pd_len} < 4 (no IRD/ORD block)"
-            ),
-            MpaCrcNotHonoured => write!(
-                f,
-                "MPA negotiation: Reply has C=0 although the Request asked for CRC"
-            ),
-            MpaRevisionMismatch { requested, replied } => write!(
-                f,
-                "MPA negotiation: Reply Rev {replied} does not fit Request Rev {requested}"
-            ),
-            MpaDataAfterRequest { extra } => write!(
-                f,
-                "MPA negotiation: {extra} bytes arrived behind the MPA Request before the Reply"
-            ),
-            MpaInsufficientIrd { needed, available } => write!(
-                f,
-                "MPA negotiation: insufficient IRD: {needed} needed, {available} available"
-            ),
-            MpaNoMatchingRtr { offered, replied } => write!(
-                f,
-                "MPA negotiation: no matching RTR (offered {offered:?}, replied {replied:?})"
-            ),
-            CrcMismatch { computed, received } => write!(
-                f,
-                "decode FPDU: CRC32c mismatch: computed {computed:#010x}, received {received:#010x}"
-            ),
-            SegmentTooShort {
-                what,
-                needed,
-                available,
-            } => write!(
-                f,
-                "parse DDP segment: {what} needs {needed} bytes, {available} present"
-            ),
-            DdpVersion { tagged, version } => write!(
-                f,
-                "parse DDP segment: DDP version {version} (tagged={tagged}), expected 1"
-            ),
-            RdmapVersion { version } => {
-                write!(f, "parse DDP segment: RDMAP version {version}, expected 1")
-            }
-            UnexpectedOpcode { opcode, tagged } => write!(
-                f,
-                "parse DDP segment: unexpected RDMAP opcode {opcode:#x} (tagged={tagged})"
-            ),
-            MalformedMessage { opcode, reason } => {
-                write!(f, "parse {opcode:?} segment: {reason}")
-            }
-            InvalidQn { qn, opcode } => match opcode {
-                Some(op) => write!(f, "untagged {op:?} segment: invalid QN {qn}"),
-                None => write!(f, "untagged segment: invalid QN {qn}"),
-            },
-            MsnOutOfRange {
-                qn,
-                expected,
-                received,
-            } => write!(
-                f,
-                "untagged segment on QN {qn}: MSN {received}, expected {expected}"
-            ),
-            InvalidMo {
-                qn,
-                msn,
-                expected,
-                received,
-            } => write!(
-                f,
-                "untagged segment on QN {qn} MSN {msn}: MO {received}, expected {expected}"
-            ),
-            NoReceiveBuffer { qn, msn } => write!(
-                f,
-                "untagged message on QN {qn} MSN {msn}: no receive buffer posted"
-            ),
-            MessageTooLong { len, capacity } => write!(
-                f,
-                "untagged message of at least {len} bytes exceeds its {capacity}-byte buffer"
-            ),
-            TaggedStagMismatch { expected, received } => write!(
-                f,
-                "tagged segment: STag {received:#010x} does not continue message on STag {expected:#010x}"
-            ),
-            TaggedOffsetMismatch {
-                stag,
-                expected,
-                received,
-            } => write!(
-                f,
-                "tagged segment on STag {stag:#010x}: TO {received:#x}, expected {expected:#x}"
-            ),
-            TaggedOffsetWrap { stag, to, len } => write!(
-                f,
-                "tagged segment on STag {stag:#010x}: TO {to:#x} + {len} bytes wraps"
-            ),
-            MessageInterleaved {
-                in_progress,
-                received,
-            } => write!(
-                f,
-                "{received:?} segment arrived while a {in_progress:?} message was incomplete"
-            ),
+        match self.0 {
+            Some(op) => write!(f, "{op:?} "),
+            None => Ok(()),
         }
     }
 }
 
-impl std::error::Error for Error {}
+#[cfg(test)]
+mod tests {
+    use super::Error::{self, *};
+    use crate::mpa::{FrameKind, RtrSet};
+    use crate::rdmap::Opcode;
+
+    /// Every variant's message, as log lines and callers see it.
+    #[test]
+    fn display_texts() {
+        let cases: &[(Error, &str)] = &[
+            (
+                BufferTooSmall { what: "FPDU", needed: 30, available: 20 },
+                "emit FPDU: output buffer holds 20 bytes, 30 needed",
+            ),
+            (
+                InvalidArgument { operation: "encode", reason: "STag is zero" },
+                "encode: STag is zero",
+            ),
+            (
+                WrongState { operation: "accept", state: "Closed" },
+                "accept: not allowed in state Closed",
+            ),
+            (
+                PrivateDataTooLong { len: 300, max: 252 },
+                "emit MPA frame: 300 bytes of private data, at most 252 are sent",
+            ),
+            (
+                UlpduTooLong { len: 70000 },
+                "encode FPDU: ULPDU of 70000 bytes exceeds the 16-bit ULPDU_Length",
+            ),
+            (
+                MpaTruncated { needed: 20, available: 7 },
+                "parse MPA frame: 7 bytes, frame needs 20",
+            ),
+            (
+                MpaBadKey { expected: FrameKind::Reply },
+                "parse MPA frame: key is not the Reply key",
+            ),
+            (
+                MpaUnsupportedRevision { revision: 3 },
+                "parse MPA frame: unsupported Rev 3",
+            ),
+            (
+                MpaPrivateDataLengthInvalid { len: 513 },
+                "parse MPA frame: PD_Length 513 exceeds the RFC 5044 limit of 512",
+            ),
+            (
+                MpaMarkersNotSupported { kind: FrameKind::Request },
+                "MPA negotiation: Request asks for markers (M=1), which are not supported",
+            ),
+            (
+                MpaIrdOrdMissing { pd_len: 2 },
+                "parse MPA frame: enhanced rev 2 frame with PD_Length 2 < 4 (no IRD/ORD block)",
+            ),
+            (
+                MpaCrcNotHonoured,
+                "MPA negotiation: Reply has C=0 although the Request asked for CRC",
+            ),
+            (
+                MpaRevisionMismatch { requested: 1, replied: 2 },
+                "MPA negotiation: Reply Rev 2 does not fit Request Rev 1",
+            ),
+            (
+                MpaDataAfterRequest { extra: 5 },
+                "MPA negotiation: 5 bytes arrived behind the MPA Request before the Reply",
+            ),
+            (
+                MpaInsufficientIrd { needed: 4, available: 1 },
+                "MPA negotiation: insufficient IRD: 4 needed, 1 available",
+            ),
+            (
+                MpaNoMatchingRtr {
+                    offered: RtrSet::WRITE | RtrSet::READ,
+                    replied: RtrSet::NONE,
+                },
+                "MPA negotiation: no matching RTR (offered RtrSet(WRITE | READ), replied RtrSet(NONE))",
+            ),
+            (
+                CrcMismatch { computed: 0xdead_beef, received: 0x12 },
+                "decode FPDU: CRC32c mismatch: computed 0xdeadbeef, received 0x00000012",
+            ),
+            (
+                SegmentTooShort { what: "tagged header", needed: 14, available: 9 },
+                "parse DDP segment: tagged header needs 14 bytes, 9 present",
+            ),
+            (
+                DdpVersion { tagged: true, version: 0 },
+                "parse DDP segment: DDP version 0 (tagged=true), expected 1",
+            ),
+            (
+                RdmapVersion { version: 2 },
+                "parse DDP segment: RDMAP version 2, expected 1",
+            ),
+            (
+                UnexpectedOpcode { opcode: 0xc, tagged: false },
+                "parse DDP segment: unexpected RDMAP opcode 0xc (tagged=false)",
+            ),
+            (
+                MalformedMessage { opcode: Opcode::ReadRequest, reason: "L=0" },
+                "parse ReadRequest segment: L=0",
+            ),
+            (
+                InvalidQn { qn: 7, opcode: Some(Opcode::Send) },
+                "untagged Send segment: invalid QN 7",
+            ),
+            (
+                InvalidQn { qn: 7, opcode: None },
+                "untagged segment: invalid QN 7",
+            ),
+            (
+                MsnOutOfRange { qn: 0, expected: 3, received: 9 },
+                "untagged segment on QN 0: MSN 9, expected 3",
+            ),
+            (
+                InvalidMo { qn: 1, msn: 2, expected: 100, received: 50 },
+                "untagged segment on QN 1 MSN 2: MO 50, expected 100",
+            ),
+            (
+                NoReceiveBuffer { qn: 0, msn: 4 },
+                "untagged message on QN 0 MSN 4: no receive buffer posted",
+            ),
+            (
+                MessageTooLong { len: 5000, capacity: 4096 },
+                "untagged message of at least 5000 bytes exceeds its 4096-byte buffer",
+            ),
+            (
+                TaggedStagMismatch { expected: 0x100, received: 0x2_0001 },
+                "tagged segment: STag 0x00020001 does not continue message on STag 0x00000100",
+            ),
+            (
+                TaggedOffsetMismatch { stag: 0xab, expected: 0x1000, received: 0x800 },
+                "tagged segment on STag 0x000000ab: TO 0x800, expected 0x1000",
+            ),
+            (
+                TaggedOffsetWrap { stag: 1, to: u64::MAX, len: 2 },
+                "tagged segment on STag 0x00000001: TO 0xffffffffffffffff + 2 bytes wraps",
+            ),
+            (
+                MessageInterleaved {
+                    in_progress: Opcode::Send,
+                    received: Opcode::SendInvalidate,
+                },
+                "SendInvalidate segment arrived while a Send message was incomplete",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), *text, "{error:?}");
+        }
+    }
+}
