@@ -131,13 +131,12 @@ fn parse_opts() -> Res<Opts> {
             "--p2p" => {
                 let mut set = RtrSet::NONE;
                 for t in val("--p2p")?.split(',') {
-                    set = set
-                        | match t {
-                            "write" => RtrSet::WRITE,
-                            "read" => RtrSet::READ,
-                            "send" => RtrSet::SEND,
-                            _ => return Err(format!("--p2p: unknown RTR type {t}")),
-                        };
+                    set |= match t {
+                        "write" => RtrSet::WRITE,
+                        "read" => RtrSet::READ,
+                        "send" => RtrSet::SEND,
+                        _ => return Err(format!("--p2p: unknown RTR type {t}")),
+                    };
                 }
                 o.p2p = Some(set);
             }

@@ -409,7 +409,7 @@ mod tests {
                     offered: RtrSet::WRITE | RtrSet::READ,
                     replied: RtrSet::NONE,
                 },
-                "MPA negotiation: no matching RTR (offered RtrSet(WRITE | READ), replied RtrSet(NONE))",
+                "MPA negotiation: no matching RTR (offered RtrSet(WRITE | READ), replied RtrSet(0x0))",
             ),
             (
                 CrcMismatch { computed: 0xdead_beef, received: 0x12 },

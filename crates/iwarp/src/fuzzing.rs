@@ -339,7 +339,7 @@ fn handshake(control: u8, rest: &[u8]) {
                 assert!(theirs.ord <= ours.ird);
             }
             if let Some(rtr) = ours.rtr {
-                assert!(config.peer_to_peer.is_some_and(|o| o.contains(rtr)));
+                assert!(config.peer_to_peer.is_some_and(|o| o.contains(rtr.into())));
             }
             // Whatever followed the Reply comes back exactly, at most what was fed.
             assert!(stream[reply_len..].starts_with(&a.leftover));

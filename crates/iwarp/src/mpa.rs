@@ -108,80 +108,30 @@ impl Rtr {
     }
 }
 
-/// A set of RTR types (the B, C and D bits).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct RtrSet(u8);
-
-impl core::fmt::Debug for RtrSet {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let names = [
-            (Rtr::Send, "SEND"),
-            (Rtr::Write, "WRITE"),
-            (Rtr::Read, "READ"),
-        ];
-        let mut first = true;
-        f.write_str("RtrSet(")?;
-        for (rtr, name) in names {
-            if self.contains(rtr) {
-                if !first {
-                    f.write_str(" | ")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("NONE")?;
-        }
-        f.write_str(")")
+bitflags::bitflags! {
+    /// A set of RTR types (the B, C and D bits).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct RtrSet: u8 {
+        /// Zero-length Send.
+        const SEND = 1;
+        /// Zero-length RDMA Write.
+        const WRITE = 2;
+        /// Zero-length RDMA Read.
+        const READ = 4;
     }
 }
 
 impl RtrSet {
     /// No RTR type.
-    pub const NONE: RtrSet = RtrSet(0);
-    /// Zero-length Send.
-    pub const SEND: RtrSet = RtrSet(1);
-    /// Zero-length RDMA Write.
-    pub const WRITE: RtrSet = RtrSet(2);
-    /// Zero-length RDMA Read.
-    pub const READ: RtrSet = RtrSet(4);
-
-    const fn bit(rtr: Rtr) -> u8 {
-        match rtr {
-            Rtr::Send => 1,
-            Rtr::Write => 2,
-            Rtr::Read => 4,
-        }
-    }
-
-    /// Whether `rtr` is in the set.
-    pub const fn contains(self, rtr: Rtr) -> bool {
-        self.0 & Self::bit(rtr) != 0
-    }
-
-    /// Both sets together.
-    pub const fn union(self, other: RtrSet) -> RtrSet {
-        RtrSet(self.0 | other.0)
-    }
-
-    /// Types in both sets.
-    pub const fn intersection(self, other: RtrSet) -> RtrSet {
-        RtrSet(self.0 & other.0)
-    }
-
-    /// True if no type is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
+    pub const NONE: RtrSet = RtrSet::empty();
 
     /// The type to use from this set: Write, else Read, else Send.
     pub const fn preferred(self) -> Option<Rtr> {
-        if self.contains(Rtr::Write) {
+        if self.contains(RtrSet::WRITE) {
             Some(Rtr::Write)
-        } else if self.contains(Rtr::Read) {
+        } else if self.contains(RtrSet::READ) {
             Some(Rtr::Read)
-        } else if self.contains(Rtr::Send) {
+        } else if self.contains(RtrSet::SEND) {
             Some(Rtr::Send)
         } else {
             None
@@ -191,14 +141,11 @@ impl RtrSet {
 
 impl From<Rtr> for RtrSet {
     fn from(rtr: Rtr) -> Self {
-        RtrSet(RtrSet::bit(rtr))
-    }
-}
-
-impl core::ops::BitOr for RtrSet {
-    type Output = RtrSet;
-    fn bitor(self, rhs: RtrSet) -> RtrSet {
-        self.union(rhs)
+        match rtr {
+            Rtr::Send => RtrSet::SEND,
+            Rtr::Write => RtrSet::WRITE,
+            Rtr::Read => RtrSet::READ,
+        }
     }
 }
 
@@ -226,15 +173,9 @@ impl IrdOrd {
         let w0 = u16::from_be_bytes([b[0], b[1]]);
         let w1 = u16::from_be_bytes([b[2], b[3]]);
         let mut rtr = RtrSet::NONE;
-        if w0 & B_SEND_RTR != 0 {
-            rtr = rtr | RtrSet::SEND;
-        }
-        if w1 & C_WRITE_RTR != 0 {
-            rtr = rtr | RtrSet::WRITE;
-        }
-        if w1 & D_READ_RTR != 0 {
-            rtr = rtr | RtrSet::READ;
-        }
+        rtr.set(RtrSet::SEND, w0 & B_SEND_RTR != 0);
+        rtr.set(RtrSet::WRITE, w1 & C_WRITE_RTR != 0);
+        rtr.set(RtrSet::READ, w1 & D_READ_RTR != 0);
         IrdOrd {
             peer_to_peer: w0 & A_PEER_TO_PEER != 0,
             ird: w0 & IRD_ORD_MAX,
@@ -256,13 +197,13 @@ impl IrdOrd {
         if self.peer_to_peer {
             w0 |= A_PEER_TO_PEER;
         }
-        if self.rtr.contains(Rtr::Send) {
+        if self.rtr.contains(RtrSet::SEND) {
             w0 |= B_SEND_RTR;
         }
-        if self.rtr.contains(Rtr::Write) {
+        if self.rtr.contains(RtrSet::WRITE) {
             w1 |= C_WRITE_RTR;
         }
-        if self.rtr.contains(Rtr::Read) {
+        if self.rtr.contains(RtrSet::READ) {
             w1 |= D_READ_RTR;
         }
         let [a, b] = w0.to_be_bytes();
@@ -580,7 +521,7 @@ impl MpaInitiator {
                     reason: "peer-to-peer mode needs at least one RTR type",
                 });
             }
-            if offer.contains(Rtr::Read) && config.ord == 0 {
+            if offer.contains(RtrSet::READ) && config.ord == 0 {
                 return Err(Error::InvalidArgument {
                     operation: "MPA Initiator",
                     reason: "a Read RTR needs ORD >= 1",
@@ -1079,7 +1020,7 @@ mod tests {
 
     #[test]
     fn rtr_set_debug_names_the_types() {
-        assert_eq!(format!("{:?}", RtrSet::NONE), "RtrSet(NONE)");
+        assert_eq!(format!("{:?}", RtrSet::NONE), "RtrSet(0x0)");
         assert_eq!(
             format!("{:?}", RtrSet::WRITE | RtrSet::READ),
             "RtrSet(WRITE | READ)"
