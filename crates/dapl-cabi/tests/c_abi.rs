@@ -41,8 +41,9 @@ struct Run {
     stdout: String,
     stderr: String,
     elapsed: Duration,
-    /// The program, its dat.conf and (on failure) where they were kept.
-    dir: PathBuf,
+    /// Where the program and its dat.conf were kept, when it failed (after a run that
+    /// exited 0 their temporary directory is removed).
+    kept: Option<PathBuf>,
 }
 
 impl Run {
@@ -66,14 +67,14 @@ impl Run {
     }
 
     fn report(&self) -> String {
+        let files = match &self.kept {
+            Some(dir) => format!("program and dat.conf kept in {}", dir.display()),
+            None => "program and dat.conf removed: it exited 0".to_string(),
+        };
         format!(
-            "C program: {} after {:.2?} (program and dat.conf kept in {})\n\
+            "C program: {} after {:.2?} ({files})\n\
              --- stdout ---\n{}--- stderr ---\n{}",
-            self.status,
-            self.elapsed,
-            self.dir.display(),
-            self.stdout,
-            self.stderr
+            self.status, self.elapsed, self.stdout, self.stderr
         )
     }
 }
@@ -166,8 +167,11 @@ fn compile(src: &Path, out: &Path) -> Result<(), String> {
 /// (`DAPLRS_LOG`, `DAPLRS_DEBUG`) removed from the environment and `env` set.
 fn build_and_run(tag: &str, env: &[(&str, &str)]) -> Result<Run, String> {
     let lib = provider_library()?;
-    let dir = std::env::temp_dir().join(format!("daplrs-c-abi-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("daplrs-c-abi-{tag}-"))
+        .tempdir()
+        .map_err(|e| format!("temporary directory: {e}"))?;
+    let dir = tmp.path();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c_abi.c");
     let prog = dir.join("c_abi");
     compile(&src, &prog)?;
@@ -216,16 +220,14 @@ fn build_and_run(tag: &str, env: &[(&str, &str)]) -> Result<Run, String> {
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     eprintln!("c_abi: C program ran in {elapsed:.2?} ({status})");
-    if success {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let kept = (!success).then(|| tmp.keep());
     Ok(Run {
         status,
         success,
         stdout,
         stderr,
         elapsed,
-        dir,
+        kept,
     })
 }
 

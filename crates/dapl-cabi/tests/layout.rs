@@ -17,7 +17,6 @@ use std::any::type_name;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::mem::{align_of, size_of, MaybeUninit};
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -708,46 +707,51 @@ struct CFacts {
 fn c_facts() -> &'static CFacts {
     static FACTS: OnceLock<CFacts> = OnceLock::new();
     FACTS.get_or_init(|| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir: PathBuf =
-            std::env::temp_dir().join(format!("daplrs-layout-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        let src = dir.join("layout.c");
-        let exe = dir.join("layout");
+        let mut dir = tempfile::Builder::new()
+            .prefix("daplrs-layout-")
+            .tempdir()
+            .expect("create temp dir");
+        let src = dir.path().join("layout.c");
+        let exe = dir.path().join("layout");
         std::fs::write(&src, c_program()).expect("write layout.c");
         let hint = "the C side of this test needs a C compiler ($CC, default `cc`) and the \
                     DAT 2.0 headers in /usr/include/dat2 (Debian/Ubuntu: apt-get install \
                     gcc libdapl-dev)";
-        let run = |cmd: &mut Command, what: &str| {
+        let run = |cmd: &mut Command, what: &str| -> Result<String, String> {
             let out = cmd
                 .output()
-                .unwrap_or_else(|e| panic!("cannot run {what} ({e}): {hint}"));
-            assert!(
-                out.status.success(),
-                "{what} failed ({}), {hint}; source kept at {}\n{}",
-                out.status,
-                src.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).expect("UTF-8 output")
+                .map_err(|e| format!("cannot run {what} ({e}): {hint}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{what} failed ({}), {hint}\n{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            String::from_utf8(out.stdout).map_err(|e| format!("{what}: output not UTF-8 ({e})"))
         };
-        run(
-            Command::new(cc())
-                .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
-                .arg(&exe)
-                .arg(&src),
-            "compiling the C layout program",
-        );
-        let preprocessed = run(
-            Command::new(cc())
-                .args(["-std=gnu11", "-E", "-P"])
-                .arg(&src),
-            "preprocessing the C layout program",
-        );
-        let stdout = run(&mut Command::new(&exe), "the C layout program");
+        let outputs = (|| {
+            run(
+                Command::new(cc())
+                    .args(["-std=gnu11", "-Wall", "-Werror", "-o"])
+                    .arg(&exe)
+                    .arg(&src),
+                "compiling the C layout program",
+            )?;
+            let preprocessed = run(
+                Command::new(cc())
+                    .args(["-std=gnu11", "-E", "-P"])
+                    .arg(&src),
+                "preprocessing the C layout program",
+            )?;
+            let stdout = run(&mut Command::new(&exe), "the C layout program")?;
+            Ok::<_, String>((preprocessed, stdout))
+        })();
+        let (preprocessed, stdout) = outputs.unwrap_or_else(|e| {
+            // Keep the source (and the program, if built) to look at.
+            dir.disable_cleanup(true);
+            panic!("{e}\nsource kept at {}", src.display())
+        });
         let mut values = HashMap::new();
         for line in stdout.lines() {
             let mut it = line.splitn(3, ' ');
@@ -756,7 +760,6 @@ fn c_facts() -> &'static CFacts {
             };
             values.insert(format!("{kind} {key}"), rest.to_string());
         }
-        let _ = std::fs::remove_dir_all(&dir);
         CFacts {
             values,
             preprocessed,

@@ -22,8 +22,11 @@ fn error_codes_match_dat_error_h() {
         eprintln!("skipped: {} is missing", header.display());
         return;
     }
-    let dir = std::env::temp_dir().join(format!("daplrs-codes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("daplrs-codes-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
     let mut c = String::from("#include <stdio.h>\n#include <dat2/udat.h>\nint main(void){\n");
     for t in ErrorType::ALL {
         c += &format!(
@@ -66,5 +69,4 @@ fn error_codes_match_dat_error_h() {
         n += 1;
     }
     assert_eq!(n, text.lines().count());
-    let _ = std::fs::remove_dir_all(&dir);
 }
