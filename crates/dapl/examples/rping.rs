@@ -48,6 +48,11 @@ fn usage() -> String {
 }
 
 fn parse_opts() -> Res<Opts> {
+    parse_args().map_err(|e| e.to_string())
+}
+
+fn parse_args() -> std::result::Result<Opts, lexopt::Error> {
+    use lexopt::prelude::*;
     let mut o = Opts {
         server_port: None,
         target: None,
@@ -57,44 +62,35 @@ fn parse_opts() -> Res<Opts> {
         timeout: Duration::from_secs(30),
         verbose: false,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut val = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        match a.as_str() {
-            "--server" => {
-                o.server_port = Some(
-                    val("--server")?
-                        .parse()
-                        .map_err(|e| format!("--server: {e}"))?,
-                )
-            }
-            "--crc" => o.crc = true,
-            "-C" => o.count = val("-C")?.parse().map_err(|e| format!("-C: {e}"))?,
-            "-S" => o.size = val("-S")?.parse().map_err(|e| format!("-S: {e}"))?,
-            "-t" => {
-                let s: u64 = val("-t")?.parse().map_err(|e| format!("-t: {e}"))?;
-                o.timeout = Duration::from_secs(s);
-            }
-            "-v" => o.verbose = true,
-            "-h" | "--help" => return Err(usage()),
-            t if !t.starts_with('-') && o.target.is_none() => {
+    let mut args = lexopt::Parser::from_env();
+    while let Some(arg) = args.next()? {
+        match arg {
+            Long("server") => o.server_port = Some(args.value()?.parse()?),
+            Long("crc") => o.crc = true,
+            Short('C') => o.count = args.value()?.parse()?,
+            Short('S') => o.size = args.value()?.parse()?,
+            Short('t') => o.timeout = Duration::from_secs(args.value()?.parse()?),
+            Short('v') => o.verbose = true,
+            Short('h') | Long("help") => return Err(usage().into()),
+            Value(t) if o.target.is_none() => {
+                let t = t.string()?;
                 o.target = Some(
                     t.parse()
                         .map_err(|e| format!("{t}: {e} (want IPv4:PORT)"))?,
                 )
             }
-            other => return Err(format!("unknown argument {other}\n{}", usage())),
+            _ => return Err(format!("{}\n{}", arg.unexpected(), usage()).into()),
         }
     }
     if !(MIN_SIZE..=MAX_SIZE).contains(&o.size) {
-        return Err(format!("-S must be {MIN_SIZE}..={MAX_SIZE}"));
+        return Err(format!("-S must be {MIN_SIZE}..={MAX_SIZE}").into());
     }
     if o.count == 0 {
         return Err("-C must be at least 1".into());
     }
     match (o.server_port, o.target) {
         (Some(_), None) | (None, Some(_)) => Ok(o),
-        _ => Err(usage()),
+        _ => Err(usage().into()),
     }
 }
 

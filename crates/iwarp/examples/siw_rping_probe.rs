@@ -98,6 +98,11 @@ fn usage() -> String {
 }
 
 fn parse_opts() -> Res<Opts> {
+    parse_args().map_err(|e| e.to_string())
+}
+
+fn parse_args() -> Result<Opts, lexopt::Error> {
+    use lexopt::prelude::*;
     let mut o = Opts {
         server_port: None,
         target: "127.0.0.1:17000".into(),
@@ -113,40 +118,39 @@ fn parse_opts() -> Res<Opts> {
         ird: RPING_DEPTH,
         ord: RPING_DEPTH,
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut val = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        match a.as_str() {
-            "--server" => o.server_port = Some(val("--server")?.parse().map_err(err("--server"))?),
-            "--crc" => o.crc = true,
-            "-C" => o.count = val("-C")?.parse().map_err(err("-C"))?,
-            "-S" => o.size = val("-S")?.parse().map_err(err("-S"))?,
-            "--emss" => o.emss = val("--emss")?.parse().map_err(err("--emss"))?,
-            "-t" => o.timeout = Duration::from_secs(val("-t")?.parse().map_err(err("-t"))?),
-            "-v" => o.verbose = true,
-            "--provoke-terminate" => o.provoke_terminate = true,
-            "--ird" => o.ird = val("--ird")?.parse().map_err(err("--ird"))?,
-            "--ord" => o.ord = val("--ord")?.parse().map_err(err("--ord"))?,
-            "--pd" => o.pd_len = val("--pd")?.parse().map_err(err("--pd"))?,
-            "--p2p" => {
+    let mut args = lexopt::Parser::from_env();
+    while let Some(arg) = args.next()? {
+        match arg {
+            Long("server") => o.server_port = Some(args.value()?.parse()?),
+            Long("crc") => o.crc = true,
+            Short('C') => o.count = args.value()?.parse()?,
+            Short('S') => o.size = args.value()?.parse()?,
+            Long("emss") => o.emss = args.value()?.parse()?,
+            Short('t') => o.timeout = Duration::from_secs(args.value()?.parse()?),
+            Short('v') => o.verbose = true,
+            Long("provoke-terminate") => o.provoke_terminate = true,
+            Long("ird") => o.ird = args.value()?.parse()?,
+            Long("ord") => o.ord = args.value()?.parse()?,
+            Long("pd") => o.pd_len = args.value()?.parse()?,
+            Long("p2p") => {
                 let mut set = RtrSet::NONE;
-                for t in val("--p2p")?.split(',') {
+                for t in args.value()?.string()?.split(',') {
                     set |= match t {
                         "write" => RtrSet::WRITE,
                         "read" => RtrSet::READ,
                         "send" => RtrSet::SEND,
-                        _ => return Err(format!("--p2p: unknown RTR type {t}")),
+                        _ => return Err(format!("--p2p: unknown RTR type {t}").into()),
                     };
                 }
                 o.p2p = Some(set);
             }
-            "-h" | "--help" => return Err(usage()),
-            s if !s.starts_with('-') => o.target = s.to_string(),
-            s => return Err(format!("unknown option {s}\n{}", usage())),
+            Short('h') | Long("help") => return Err(usage().into()),
+            Value(t) => o.target = t.string()?,
+            _ => return Err(format!("{}\n{}", arg.unexpected(), usage()).into()),
         }
     }
     if !(MIN_SIZE..=MAX_SIZE).contains(&o.size) {
-        return Err(format!("-S must be {MIN_SIZE}..={MAX_SIZE}"));
+        return Err(format!("-S must be {MIN_SIZE}..={MAX_SIZE}").into());
     }
     if o.count == 0 {
         return Err("-C must be at least 1".into());
