@@ -24,8 +24,8 @@ use dapl::{
 };
 
 use crate::args::{Op, MAX_SIZE};
-use crate::error::{bail, Context, Result};
 use crate::suite::{Kind, Measurement};
+use anyhow::{bail, Context, Result};
 
 /// What one run of a measurement produced on the client.
 #[derive(Debug, Clone, PartialEq)]
@@ -293,7 +293,7 @@ fn side(
     let data_len = spec.data_len();
     let lmr = pz
         .lmr_allocate((2 * data_len + PAGE) as usize, MemPriv::ALL)
-        .ctx("registering the buffer")?;
+        .with_context(|| "registering the buffer")?;
     // Touch every page now so page faults stay out of the timing.
     lmr.fill(0, lmr.len(), 0)?;
     let window = spec.window as usize;
@@ -312,7 +312,7 @@ fn side(
         .connect_evd(&cevd)
         .attr(attr)
         .build()
-        .ctx("creating the endpoint")?;
+        .with_context(|| "creating the endpoint")?;
     Ok((ep, dto, cevd, lmr))
 }
 
@@ -467,8 +467,8 @@ impl Client {
         qual: u64,
         poll: Option<bool>,
     ) -> Result<Client> {
-        let (ia, _async) =
-            InterfaceAdapter::open(ia_name, 64).ctx(format!("opening IA {ia_name:?}"))?;
+        let (ia, _async) = InterfaceAdapter::open(ia_name, 64)
+            .with_context(|| format!("opening IA {ia_name:?}"))?;
         let pz = ia.pz_create()?;
         Ok(Client {
             ia,
@@ -554,12 +554,12 @@ impl Client {
             Some(CONNECT_TIMEOUT),
             &encode_request(&spec, me),
         )
-        .ctx(format!("connecting to {ip} qualifier {qual}"))?;
+        .with_context(|| format!("connecting to {ip} qualifier {qual}"))?;
         let what = format!("waiting for the connection to {ip} qualifier {qual}");
         let Some((ev, _)) = c
             .cevd
             .wait(Some(CONNECT_TIMEOUT + Duration::from_secs(1)), 1)
-            .ctx(what.clone())?
+            .with_context(|| what.clone())?
         else {
             bail!("{what}: no connection event in time");
         };
@@ -750,19 +750,19 @@ pub struct Server {
 impl Server {
     /// Opens `ia_name` and listens on `qual` (`None`: a free qualifier the provider picks).
     pub fn start(ia_name: &str, qual: Option<u64>) -> Result<Server> {
-        let (ia, _async) =
-            InterfaceAdapter::open(ia_name, 64).ctx(format!("opening IA {ia_name:?}"))?;
+        let (ia, _async) = InterfaceAdapter::open(ia_name, 64)
+            .with_context(|| format!("opening IA {ia_name:?}"))?;
         let pz = ia.pz_create()?;
         let cr_evd = ia.evd_create(16, None, EvdFlags::CR)?;
         let (psp, qual) = match qual {
             Some(q) => (
                 ia.psp_create(q, &cr_evd, PspFlags::Consumer)
-                    .ctx(format!("listening on connection qualifier {q}"))?,
+                    .with_context(|| format!("listening on connection qualifier {q}"))?,
                 q,
             ),
             None => ia
                 .psp_create_any(&cr_evd, PspFlags::Consumer)
-                .ctx("listening on a free connection qualifier")?,
+                .with_context(|| "listening on a free connection qualifier")?,
         };
         Ok(Server {
             ia,
@@ -808,7 +808,7 @@ impl Server {
                     eprintln!("datperf server: rejected a request from {from}: {why}")
                 }
                 Ok(Served::Done(_)) => {}
-                Err(e) => eprintln!("datperf server: a measurement for {from} failed: {e}"),
+                Err(e) => eprintln!("datperf server: a measurement for {from} failed: {e:#}"),
             }
         }
         Ok(())
@@ -833,7 +833,7 @@ impl Server {
         let (ep, dto, cevd, lmr) = match side(&self.ia, &self.pz, &spec, recvs) {
             Ok(x) => x,
             Err(e) => {
-                let mut msg = format!("datperf server: {e}").into_bytes();
+                let mut msg = format!("datperf server: {e:#}").into_bytes();
                 msg.truncate(200);
                 let _ = cr.reject(&msg);
                 return Err(e);
@@ -877,11 +877,12 @@ fn serve_conn(c: &Conn, cr: &ConnectionRequest) -> Result<()> {
         va: c.lmr.address(),
         data_len: c.data_len,
     };
-    cr.accept(Some(&c.ep), &encode_reply(me)).ctx("accepting")?;
+    cr.accept(Some(&c.ep), &encode_reply(me))
+        .with_context(|| "accepting")?;
     let Some((ev, _)) = c
         .cevd
         .wait(Some(CONNECT_TIMEOUT), 1)
-        .ctx("waiting for the connection")?
+        .with_context(|| "waiting for the connection")?
     else {
         bail!("waiting for the connection: no connection event in time");
     };

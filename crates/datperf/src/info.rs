@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use dapl::{CloseFlags, CrossMemoryAttach, InterfaceAdapter};
 
 use crate::args::size_label;
-use crate::error::{Context, Result};
+use anyhow::{Context, Result};
 
 /// The local IPv4 addresses with the name of their interface, loopback first, each once.
 pub fn local_addresses() -> Vec<(Ipv4Addr, String)> {
@@ -41,9 +41,9 @@ pub fn every_ia() -> Vec<String> {
 /// Opens `name`, reads its attributes, closes it, and returns the description: the main
 /// attributes, or with `verbose` every one.
 pub fn describe(name: &str, verbose: bool) -> Result<String> {
-    let (ia, _async) = InterfaceAdapter::open(name, 16).ctx(format!(
-        "opening IA {name:?} (see `datperf info` for the IAs of this machine)"
-    ))?;
+    let (ia, _async) = InterfaceAdapter::open(name, 16).with_context(|| {
+        format!("opening IA {name:?} (see `datperf info` for the IAs of this machine)")
+    })?;
     let r = text(name, &ia, verbose);
     let _ = ia.close(CloseFlags::Abrupt);
     r
@@ -60,8 +60,8 @@ fn bytes(n: u64) -> String {
 }
 
 fn text(name: &str, ia: &InterfaceAdapter, verbose: bool) -> Result<String> {
-    let a = ia.query().ctx("ia_query")?;
-    let p = ia.provider_attr().ctx("ia_query (provider)")?;
+    let a = ia.query().with_context(|| "ia_query")?;
+    let p = ia.provider_attr().with_context(|| "ia_query (provider)")?;
     let caps = p.link_caps;
     let ip = a.ia_address.ip();
     let interface = match ip {
@@ -233,8 +233,11 @@ mod tests {
 
     #[test]
     fn unknown_ia_is_an_error_with_the_dat_text() {
-        let e = describe("nonesuch", false).unwrap_err().to_string();
-        assert!(e.contains("nonesuch") && e.contains("DAT error"), "{e}");
+        let e = format!("{:#}", describe("nonesuch", false).unwrap_err());
+        assert!(
+            e.contains("nonesuch") && e.contains("DAT_PROVIDER_NOT_FOUND"),
+            "{e}"
+        );
         assert!(e.contains("datperf info"), "{e}");
     }
 }

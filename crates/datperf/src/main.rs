@@ -5,7 +5,6 @@
 
 mod args;
 mod dat;
-mod error;
 mod info;
 mod plot;
 mod raw;
@@ -22,8 +21,8 @@ use std::sync::Arc;
 
 use std::io::IsTerminal;
 
+use anyhow::{bail, Context, Result};
 use args::{Command, LinkKind, Mode, Options};
-use error::{bail, Context, Result};
 use report::Row;
 use suite::Measurement;
 
@@ -51,7 +50,7 @@ fn execute(cmd: Command) -> i32 {
     match r {
         Ok(text) => out(&text),
         Err(e) => {
-            eprintln!("datperf: error: {e}");
+            eprintln!("datperf: error: {e:#}");
             1
         }
     }
@@ -82,7 +81,7 @@ fn run_info(names: &[String], verbose: bool) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("datperf: error: {e}");
+                eprintln!("datperf: error: {e:#}");
                 code = 1;
             }
         }
@@ -210,12 +209,17 @@ fn run_suite(
         progress.start(&head);
         let (mut d, mut b) = (Vec::new(), Vec::new());
         for r in suite::rounds(m, quick) {
-            d.push(client.measure(&r).ctx(format!("{name} (dapl-rs)"))?);
+            d.push(
+                client
+                    .measure(&r)
+                    .with_context(|| format!("{name} (dapl-rs)"))?,
+            );
             b.push(match base {
                 Baseline::Tcp(raw_addr) => {
                     // It waits for its data as the DAT side did for its completions.
                     let poll = client.polls(&r);
-                    raw::measure(raw_addr, &r, poll).ctx(format!("{name} (raw TCP baseline)"))?
+                    raw::measure(raw_addr, &r, poll)
+                        .with_context(|| format!("{name} (raw TCP baseline)"))?
                 }
                 Baseline::Shm => shmbase::measure(&r),
             });
@@ -325,7 +329,7 @@ fn run_local(o: &Options) -> Result<String> {
 fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
     let suite = suite::build(o);
     let ia_name = o.link.name();
-    let server = dat::Server::start(ia_name, o.qual).ctx("starting the server side")?;
+    let server = dat::Server::start(ia_name, o.qual).with_context(|| "starting the server side")?;
     let qual = server.qual();
     let addr = server.address()?;
     let raw_srv = raw::RawServer::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))?;
@@ -354,7 +358,7 @@ fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
         _ => Baseline::Tcp(raw_addr),
     };
     let rows = dat::Client::open(ia_name, SocketAddr::new(addr.ip(), 0), qual, o.poll)
-        .ctx("starting the client side")
+        .with_context(|| "starting the client side")
         .and_then(|client| {
             let rows = run_suite(&client, ia_name, base, &suite, o.quick);
             let closed = client.close();
@@ -392,9 +396,9 @@ fn resolve(host: &str) -> Result<Ipv4Addr> {
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
         return Ok(ip);
     }
-    let addrs = (host, 0u16).to_socket_addrs().ctx(format!(
-        "resolving {host:?} (check the name, or give the server's IPv4 address)"
-    ))?;
+    let addrs = (host, 0u16).to_socket_addrs().with_context(|| {
+        format!("resolving {host:?} (check the name, or give the server's IPv4 address)")
+    })?;
     for a in addrs {
         if let IpAddr::V4(ip) = a.ip() {
             return Ok(ip);
@@ -410,7 +414,7 @@ fn local_ip_for(peer: Ipv4Addr) -> Result<Ipv4Addr> {
     }
     let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
     s.connect((peer, 9))
-        .ctx(format!("finding a route to {peer}"))?;
+        .with_context(|| format!("finding a route to {peer}"))?;
     match s.local_addr()?.ip() {
         IpAddr::V4(ip) => Ok(ip),
         IpAddr::V6(_) => bail!("no IPv4 route to {peer}"),

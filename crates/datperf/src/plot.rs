@@ -8,9 +8,9 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::args::{size_label, Op};
-use crate::error::{bail, Result};
 use crate::report::Row;
 use crate::suite::Kind;
+use anyhow::{bail, Result};
 
 /// Width and height of one panel in pixels.
 const PANEL: (u32, u32) = (520, 380);

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use crate::args::{Op, MAX_SIZE};
 use crate::dat::{busy_poll, Sample};
-use crate::error::{bail, Context, Error, Result};
 use crate::suite::{Kind, Measurement};
+use anyhow::{bail, Context, Error, Result};
 
 /// The header's magic, which is also its version (`DPR1` had no flags byte).
 const MAGIC: [u8; 4] = *b"DPR2";
@@ -134,8 +134,8 @@ pub struct RawServer {
 impl RawServer {
     /// Listens on `addr` (port 0: any free port).
     pub fn bind(addr: SocketAddr) -> Result<RawServer> {
-        let listener =
-            TcpListener::bind(addr).ctx(format!("listening for the raw TCP baseline on {addr}"))?;
+        let listener = TcpListener::bind(addr)
+            .with_context(|| format!("listening for the raw TCP baseline on {addr}"))?;
         Ok(RawServer { listener })
     }
 
@@ -151,13 +151,13 @@ impl RawServer {
             let (s, peer) = match self.listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e).ctx("accepting a baseline connection"),
+                Err(e) => return Err(e).with_context(|| "accepting a baseline connection"),
             };
             match serve_one(s) {
                 Ok(true) if allow_quit => return Ok(()),
                 Ok(_) => {}
                 Err(e) => eprintln!(
-                    "datperf server: a raw TCP baseline for {} failed: {e}",
+                    "datperf server: a raw TCP baseline for {} failed: {e:#}",
                     peer.ip()
                 ),
             }
@@ -312,8 +312,8 @@ fn serve_one(s: TcpStream) -> io::Result<bool> {
 /// Runs the baseline of `m` against the server at `addr`, busy-polling on both sides if `poll`
 /// (pass what the DAT side of `m` does, `dat::Client::polls`), else blocking.
 pub fn measure(addr: SocketAddr, m: &Measurement, poll: bool) -> Result<Sample> {
-    let s =
-        TcpStream::connect(addr).ctx(format!("connecting to the raw TCP baseline at {addr}"))?;
+    let s = TcpStream::connect(addr)
+        .with_context(|| format!("connecting to the raw TCP baseline at {addr}"))?;
     let mut s = Link::new(s, poll)?;
     let h = Header::of(m, poll);
     let sample = run_client(&mut s, &h, m).map_err(|e| match e.kind() {

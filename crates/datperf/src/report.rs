@@ -5,8 +5,8 @@ use std::io;
 use serde::Serialize;
 
 use crate::dat::Sample;
-use crate::error::{bail, Result};
 use crate::suite::{Kind, Measurement};
+use anyhow::{bail, Result};
 
 /// One figure: the value in the measurement's unit, and the 99th percentile for latencies.
 #[derive(Debug, Clone, Copy, PartialEq)]

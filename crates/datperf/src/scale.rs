@@ -24,7 +24,7 @@ use dapl::{
 };
 
 use crate::args::LinkKind;
-use crate::error::{bail, Context, Result};
+use anyhow::{bail, Context, Result};
 
 /// Connections when `-n` is not given: 10,000 endpoints in all.
 pub const DEFAULT_CONNECTIONS: u64 = 5000;
@@ -127,7 +127,7 @@ struct Server {
 
 impl Server {
     fn spawn(o: &ScaleOptions) -> Result<Server> {
-        let exe = std::env::current_exe().ctx("finding datperf's own binary")?;
+        let exe = std::env::current_exe().with_context(|| "finding datperf's own binary")?;
         let link = o.link.name();
         let mut child = Command::new(exe)
             .args(["scale", "--serve", "--link", link])
@@ -135,7 +135,7 @@ impl Server {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .ctx("spawning the server process")?;
+            .with_context(|| "spawning the server process")?;
         let to = child.stdin.take().expect("piped");
         let from = BufReader::new(child.stdout.take().expect("piped"));
         Ok(Server { child, to, from })
@@ -143,12 +143,14 @@ impl Server {
 
     /// Sends one command line and reads the answer line: its `key=value` words.
     fn ask(&mut self, cmd: &str) -> Result<Vec<(String, u64)>> {
-        writeln!(self.to, "{cmd}").ctx("talking to the server process")?;
-        self.to.flush().ctx("talking to the server process")?;
+        writeln!(self.to, "{cmd}").with_context(|| "talking to the server process")?;
+        self.to
+            .flush()
+            .with_context(|| "talking to the server process")?;
         let mut line = String::new();
         self.from
             .read_line(&mut line)
-            .ctx("reading from the server process")?;
+            .with_context(|| "reading from the server process")?;
         if line.is_empty() {
             bail!("the server process ended (its error is above)");
         }
@@ -162,9 +164,12 @@ impl Server {
     }
 
     fn finish(mut self) -> Result<()> {
-        writeln!(self.to, "exit").ctx("talking to the server process")?;
+        writeln!(self.to, "exit").with_context(|| "talking to the server process")?;
         drop(self.to);
-        let st = self.child.wait().ctx("waiting for the server process")?;
+        let st = self
+            .child
+            .wait()
+            .with_context(|| "waiting for the server process")?;
         if !st.success() {
             bail!("the server process failed: {st}");
         }
@@ -189,12 +194,12 @@ fn raw_storm(n: u64, server: &mut Server) -> Result<f64> {
     for _ in 0..n {
         socks.push(
             TcpStream::connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
-                .ctx("raw TCP connect")?,
+                .with_context(|| "raw TCP connect")?,
         );
     }
     for s in &mut socks {
         let mut b = [0u8; 1];
-        s.read_exact(&mut b).ctx("raw TCP reply")?;
+        s.read_exact(&mut b).with_context(|| "raw TCP reply")?;
     }
     let secs = started.elapsed().as_secs_f64();
     // Reset, not closed: a closed socket's port waits in TIME_WAIT for a minute, and the DAT
@@ -227,7 +232,8 @@ fn dat_storm(o: &ScaleOptions, server: &mut Server) -> Result<DatStorm> {
     let w = server.ask("listen")?;
     let qual = get(&w, "qual")?;
     let name = ia_name(o);
-    let (ia, _async) = InterfaceAdapter::open(&name, 64).ctx(format!("opening IA {name:?}"))?;
+    let (ia, _async) =
+        InterfaceAdapter::open(&name, 64).with_context(|| format!("opening IA {name:?}"))?;
     let pz = ia.pz_create()?;
     let conn = ia.evd_create(2 * n as usize, None, EvdFlags::CONNECTION)?;
     let dto = ia.evd_create(2 * n as usize, None, EvdFlags::DTO)?;
@@ -244,7 +250,7 @@ fn dat_storm(o: &ScaleOptions, server: &mut Server) -> Result<DatStorm> {
             .dto_evd(&dto)
             .connect_evd(&conn)
             .build()
-            .ctx(format!("creating endpoint {i}"))?;
+            .with_context(|| format!("creating endpoint {i}"))?;
         index.insert(ep.id(), i);
         eps.push(ep);
     }
@@ -470,25 +476,25 @@ pub fn serve(o: &ScaleOptions) -> Result<()> {
     let mut lines = stdin.lock().lines();
     let mut next = || -> Result<String> {
         match lines.next() {
-            Some(l) => Ok(l.ctx("reading a command")?),
+            Some(l) => Ok(l.with_context(|| "reading a command")?),
             None => Ok("exit".into()),
         }
     };
     let mut say = |s: String| -> Result<()> {
-        writeln!(out, "{s}").ctx("answering the client")?;
-        out.flush().ctx("answering the client")?;
+        writeln!(out, "{s}").with_context(|| "answering the client")?;
+        out.flush().with_context(|| "answering the client")?;
         Ok(())
     };
     loop {
         let cmd = next()?;
         match cmd.split_whitespace().next().unwrap_or("") {
             "raw" => {
-                let l = raw_listener().ctx("raw TCP listen")?;
+                let l = raw_listener().with_context(|| "raw TCP listen")?;
                 say(format!("port={}", l.local_addr()?.port()))?;
                 let mut socks = Vec::with_capacity(n as usize);
                 for _ in 0..n {
-                    let (mut s, _) = l.accept().ctx("raw TCP accept")?;
-                    s.write_all(&[1]).ctx("raw TCP reply")?;
+                    let (mut s, _) = l.accept().with_context(|| "raw TCP accept")?;
+                    s.write_all(&[1]).with_context(|| "raw TCP reply")?;
                     socks.push(s);
                 }
                 if next()? != "raw-done" {
@@ -513,7 +519,8 @@ fn serve_dat(
 ) -> Result<()> {
     let n = o.connections;
     let name = ia_name(o);
-    let (ia, _async) = InterfaceAdapter::open(&name, 64).ctx(format!("opening IA {name:?}"))?;
+    let (ia, _async) =
+        InterfaceAdapter::open(&name, 64).with_context(|| format!("opening IA {name:?}"))?;
     let pz = ia.pz_create()?;
     let srq = ia.srq_create(
         &pz,
@@ -602,7 +609,7 @@ fn serve_dat(
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let eps = acceptor
         .join()
-        .map_err(|_| crate::error::Error::msg("the acceptor thread panicked"))??;
+        .map_err(|_| anyhow::Error::msg("the acceptor thread panicked"))??;
     say(format!(
         "ok={ok} bad={bad} kib={kib} threads={threads} eps={}",
         eps.len()

@@ -187,7 +187,7 @@ fn info_lists_the_ias() {
     let out = run(&["info", "nonesuch"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("DAT error"),
+        text(&out.stderr).contains("DAT_PROVIDER_NOT_FOUND"),
         "{}",
         text(&out.stderr)
     );
