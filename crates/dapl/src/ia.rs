@@ -171,6 +171,11 @@ pub(crate) struct IaInner {
     pub(crate) closed: AtomicBool,
     objects: Mutex<Objects>,
     async_evd: Mutex<Option<Evd>>,
+    /// Held while an endpoint posts the connection event and the async event of one end
+    /// (`EpInner::connection_event`): the two streams list the IA's endpoints in one order,
+    /// which consumers rely on (Debian's dtestsrq pairs each DISCONNECTED with the next
+    /// EP_BROKEN).
+    pub(crate) end_events: Mutex<()>,
     /// The user handles' share (`Pz::query` makes a handle from it while one lives).
     owner: Mutex<Weak<IaOwner>>,
 }
@@ -461,6 +466,7 @@ impl InterfaceAdapter {
             closed: AtomicBool::new(false),
             objects: Mutex::new(Objects::default()),
             async_evd: Mutex::new(None),
+            end_events: Mutex::new(()),
             owner: Mutex::new(Weak::new()),
         });
         let owner = Arc::new(IaOwner(Arc::downgrade(&inner)));

@@ -466,6 +466,10 @@ impl QpUpcalls for EpInner {
             QpEvent::Established(pd) => (ConnectionEventKind::Established, pd),
             QpEvent::AttemptFailed(kind, pd) => (kind, pd),
             QpEvent::Ended(kind) => {
+                // Both events of this end go out before another endpoint's (ends are handled
+                // in several threads at once): the connection and async streams keep one
+                // order of endpoints.
+                let _order = self.ia.end_events.lock().unwrap_or_else(|p| p.into_inner());
                 self.conn_event(kind, Vec::new());
                 // An endpoint on an SRQ learns of every end asynchronously too (its SRQ
                 // buffers may be held); any endpoint of a broken connection does.
