@@ -20,8 +20,10 @@
 //! Copies are relaxed, except the unit that holds a copy's last byte, which is stored with
 //! Release: a consumer that sees that byte with [`RegionMemory::load_acquire`] sees the whole
 //! copy (and C consumers polling the last byte, as dtest -W does, see it stored last on x86-64,
-//! where stores are not reordered with each other). Kernel copies (`sendmsg`, `recvmsg`) are
-//! outside the Rust model and stay as they are. The one case left: two registrations of
+//! where stores are not reordered with each other). Kernel copies (`sendmsg`, `recvmsg`,
+//! `process_vm_readv`) are outside the Rust model and stay as they are, but one that places
+//! a message into registered memory leaves its last byte (`pull_from`: the unit holding it)
+//! to a Release store afterwards, so a poller sees it last there too. The one case left: two registrations of
 //! overlapping memory with different ends can reach one byte as a word through one and as a
 //! byte through the other (both atomic; coherent on every target Linux runs on).
 //!
@@ -574,19 +576,24 @@ impl RegionMemory {
         }
     }
 
+    /// Where the unit that holds byte `last` starts: its aligned word, or the byte itself at
+    /// the region's edges.
+    fn last_unit(&self, last: usize) -> usize {
+        let (lo, hi) = self.word_span();
+        if (lo..hi).contains(&last) {
+            last - (last - lo) % WORD
+        } else {
+            last
+        }
+    }
+
     /// Stores `src` at `offset`, every unit relaxed but the one holding the last byte, which
     /// is stored last and with Release.
     fn store_release_last(&self, offset: usize, src: &[u8]) {
         if src.is_empty() {
             return;
         }
-        let last = offset + src.len() - 1;
-        let (lo, hi) = self.word_span();
-        let unit = if (lo..hi).contains(&last) {
-            last - (last - lo) % WORD
-        } else {
-            last
-        };
+        let unit = self.last_unit(offset + src.len() - 1);
         let split = unit.max(offset) - offset;
         self.store_units(offset, &src[..split], Ordering::Relaxed);
         self.store_units(offset + split, &src[split..], Ordering::Release);
@@ -854,8 +861,22 @@ pub fn pull_from(pid: i32, remote: &[(u64, usize)], pieces: &[RecvPiece<'_>]) ->
             iov_len: len,
         })
         .collect();
+    // The unit that holds the last byte is not the kernel's to write: it is fetched apart and
+    // stored last, with Release (module doc), so a consumer polling it sees the whole copy.
+    let held = match pieces.last() {
+        Some(p) if p.len > 0 => {
+            let unit = p.mem.last_unit(p.offset + p.len - 1);
+            p.len - (unit.max(p.offset) - p.offset)
+        }
+        _ => 0,
+    };
+    if held > 0 {
+        let l = local.last_mut().expect("a piece per iovec");
+        l.iov_len -= held;
+    }
     let (mut li, mut ri) = (0usize, 0usize);
     let mut done = 0usize;
+    let total = total - held;
     while done < total {
         // SAFETY: every local iovec points at a checked range of a live region (kept alive by
         // the caller's borrow, not revoked while `accesses` are held), valid for writes (type
@@ -886,6 +907,45 @@ pub fn pull_from(pid: i32, remote: &[(u64, usize)], pieces: &[RecvPiece<'_>]) ->
         done += n;
         advance(&mut local, &mut li, n);
         advance(&mut far, &mut ri, n);
+    }
+    if held > 0 {
+        let mut last = [0u8; WORD];
+        let mut got = 0usize;
+        while got < held {
+            let mut tmp = [libc::iovec {
+                iov_base: last[got..].as_mut_ptr().cast(),
+                iov_len: held - got,
+            }];
+            // SAFETY: the local iovec is this stack buffer's unwritten tail (`held - got` ≤
+            // WORD bytes); the remote iovecs are the ranges' last `held - got` bytes, read in
+            // the other process by the kernel, as above.
+            let r = unsafe {
+                libc::process_vm_readv(
+                    pid,
+                    tmp.as_mut_ptr(),
+                    1,
+                    far[ri..].as_ptr(),
+                    (far.len() - ri) as libc::c_ulong,
+                    0,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if r == 0 {
+                return Err(io::Error::from_raw_os_error(libc::EFAULT));
+            }
+            got += r as usize;
+            advance(&mut far, &mut ri, r as usize);
+        }
+        let p = pieces.last().expect("held only with a piece");
+        if !p.mem.copy_in(p.offset + p.len - held, &last[..held]) {
+            return Err(revoked_error());
+        }
     }
     Ok(())
 }
@@ -1365,6 +1425,47 @@ mod tests {
 
     fn me() -> i32 {
         rustix::process::getpid().as_raw_nonzero().get()
+    }
+
+    /// The last unit is fetched apart (and stored with Release): whatever the piece's
+    /// alignment and length, inside a word, across words or at the region's unaligned ends,
+    /// exactly the piece's bytes are written, from the right remote bytes.
+    #[test]
+    #[cfg_attr(miri, ignore = "process_vm_readv is a foreign function")]
+    fn pull_from_writes_exactly_the_piece_whatever_its_last_unit() {
+        let src: Vec<u8> = (1..=200u8).collect();
+        let base = src.as_ptr() as u64;
+        // An odd length: the region's last bytes are edge bytes, accessed one by one.
+        let r = RegionMemory::allocate(45).unwrap();
+        for offset in 0..20usize {
+            for len in 1..=(45 - offset).min(26) {
+                assert!(r.fill(0, 45, 0));
+                // Two remote ranges, the split inside the last 8 bytes when it can be.
+                let cut = len.saturating_sub(3);
+                let remote = [(base + 7, cut), (base + 100, len - cut)];
+                let piece = RecvPiece {
+                    mem: &r,
+                    offset,
+                    len,
+                };
+                pull_from(me(), &remote, &[piece]).unwrap();
+                let mut out = [0u8; 45];
+                r.copy_out(0, &mut out);
+                let want: Vec<u8> = src[7..7 + cut]
+                    .iter()
+                    .chain(&src[100..100 + len - cut])
+                    .copied()
+                    .collect();
+                assert_eq!(&out[offset..offset + len], &want[..], "{offset}+{len}");
+                assert!(
+                    out[..offset]
+                        .iter()
+                        .chain(&out[offset + len..])
+                        .all(|&b| b == 0),
+                    "{offset}+{len}: nothing else written"
+                );
+            }
+        }
     }
 
     #[test]
