@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Compare dapl-rs (datperf) with raw kernel TCP, UCX over TCP and libfabric's tcp provider,
-# all on 127.0.0.1 in one run, one tool at a time. Writes a markdown table to stdout and to
-# the file given by -o (default bench/compare-result.md). Raw tool outputs go to
-# $COMPARE_LOGDIR (default: a new mktemp directory, printed at the end).
+# Compare dapl-rs (datperf) with other stacks on one host, one tool at a time. --link tcp:
+# the tcp link next to raw kernel TCP, UCX over TCP and libfabric's tcp provider (127.0.0.1);
+# --link shm: the shm link next to datperf's same-host floors, UCX shared memory (UCX_TLS=sm)
+# and libfabric's shm provider; --link both (default): both tables. Writes markdown to stdout
+# and to -o FILE (default bench/compare-result.md); raw outputs go to $COMPARE_LOGDIR.
 #
-# Usage: bench/compare.sh [-o FILE] [--no-install]
+# Usage: bench/compare.sh [--link tcp|shm|both] [-o FILE] [--no-install]
 set -u -o pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
 OUT="$SCRIPT_DIR/compare-result.md"
 INSTALL=1
+LINKS=(tcp shm)
 
 usage() {
-    sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -21,6 +23,17 @@ while [ $# -gt 0 ]; do
         -o) [ $# -ge 2 ] || { usage >&2; exit 2; }; OUT=$2; shift 2 ;;
         -o*) OUT=${1#-o}; shift ;;
         --no-install) INSTALL=0; shift ;;
+        --link|--link=*)
+            if [ "$1" = --link ]; then
+                [ $# -ge 2 ] || { usage >&2; exit 2; }; l=$2; shift 2
+            else
+                l=${1#--link=}; shift
+            fi
+            case "$l" in
+                tcp|shm) LINKS=("$l") ;;
+                both) LINKS=(tcp shm) ;;
+                *) echo "compare.sh: --link must be tcp, shm or both" >&2; exit 2 ;;
+            esac ;;
         -h|--help) usage; exit 0 ;;
         *) echo "compare.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -41,8 +54,9 @@ DATPERF_QUAL=18637    # datperf connection qualifier (raw TCP baseline uses +1)
 LAT_ITERS=10000
 LAT_WARMUP=500
 RATE_ITERS=300000
+FI_SHM_ITERS=100000  # fi_pingpong over shm: its average needs many iterations
 
-DATPERF="$ROOT/target/release/datperf"
+DATPERF=${DATPERF:-"$ROOT/target/release/datperf"}
 
 log() { echo "compare.sh: $*" >&2; }
 
@@ -111,7 +125,7 @@ install_if_missing() {
 install_if_missing
 
 # ---------------------------------------------------------------- results
-# VAL[tool:row] = number, or FAIL; missing = no comparable test.
+# VAL[link:tool:row] = number, or FAIL; missing = no comparable test (n/a).
 declare -A VAL
 ROWS=(send_lat_8B write_lat_8B read_lat_8B
       send_bw_4KiB send_bw_64KiB send_bw_1MiB
@@ -121,20 +135,27 @@ ROWS=(send_lat_8B write_lat_8B read_lat_8B
 
 is_number() { [[ $1 =~ ^[0-9]+([.][0-9]+)?([eE][-+]?[0-9]+)?$ ]]; }
 
-# ---------------------------------------------------------------- datperf (dapl-rs + raw TCP)
+# set_val LINK:TOOL ROW VALUE: stores VALUE if it is a number, FAIL otherwise.
+set_val() {
+    if is_number "${3:-x}"; then VAL[$1:$2]=$3; else VAL[$1:$2]=FAIL; fi
+}
+
+# ---------------------------------------------------------------- datperf (dapl-rs + its baseline)
+# run_datperf LINK: the dapl-rs column and the baseline column (tcp: raw TCP; shm: the same-host
+# floors) of one `datperf --json --link LINK` run.
 run_datperf() {
-    local json="$LOGDIR/datperf.json" err="$LOGDIR/datperf.log" row v b
+    local link=$1 json="$LOGDIR/datperf-$1.json" err="$LOGDIR/datperf-$1.log" row v b
     if [ ! -x "$DATPERF" ]; then
         log "building datperf"
         (cd "$ROOT" && timeout 900 cargo build --release -p datperf) >"$LOGDIR/datperf-build.log" 2>&1 ||
             log "cargo build failed (see $LOGDIR/datperf-build.log)"
     fi
-    log "datperf --json --link tcp"
-    if ! timeout 600 "$DATPERF" --json --link tcp -p "$DATPERF_QUAL" >"$json" 2>"$err"; then
+    log "datperf --json --link $link"
+    if ! timeout 600 "$DATPERF" --json --link "$link" -p "$DATPERF_QUAL" >"$json" 2>"$err"; then
         log "datperf failed (see $err)"
     fi
     for row in "${ROWS[@]}"; do
-        # One object per line: {"name": "...", "unit": "...", "value": X, "baseline": Y, ...}
+        # One object per line: {"link": "...", "name": "...", "unit": "...", "value": X, "baseline": Y, ...}
         v=$(awk -v n="\"$row\"" '
             index($0, "\"name\": " n) {
                 if (match($0, /"value": *[-+0-9.eE]+/)) { s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s); print s }
@@ -143,28 +164,39 @@ run_datperf() {
             index($0, "\"name\": " n) {
                 if (match($0, /"baseline": *[-+0-9.eE]+/)) { s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s); print s }
             }' "$json" 2>/dev/null | head -n1)
-        if is_number "${v:-x}"; then VAL[dapl:$row]=$v; else VAL[dapl:$row]=FAIL; fi
-        if is_number "${b:-x}"; then VAL[raw:$row]=$b; else VAL[raw:$row]=FAIL; fi
+        set_val "$link:dapl" "$row" "$v"
+        set_val "$link:base" "$row" "$b"
     done
 }
 
 # ---------------------------------------------------------------- UCX (ucx_perftest)
-# ucx_run NAME TEST SIZE ITERS [extra client args...]: sets UCX_LINE to the final line's fields
-# (iterations lat50 lat_avg lat_overall bw_avg bw_overall mr_avg mr_overall), or to nothing.
-# (Not run in a command substitution, so that the EXIT trap sees the server's pid.)
+# Environment of both ucx_perftest processes, per link.
+ucx_env() {
+    case "$1" in
+        tcp) UCX_ENV=(UCX_TLS=tcp UCX_NET_DEVICES=lo) ;;
+        shm) UCX_ENV=(UCX_TLS=sm) ;;
+    esac
+}
+UCX_ENV=()
+
+# ucx_run LINK NAME TEST SIZE ITERS [extra client args...]: sets UCX_LINE to the final line's
+# fields (iterations lat50 lat_avg lat_overall bw_avg bw_overall mr_avg mr_overall), or to
+# nothing. (Not run in a command substitution, so that the EXIT trap sees the server's pid.)
 UCX_LINE=
 ucx_run() {
-    local name=$1 test=$2 size=$3 iters=$4 spid
-    shift 4
-    local slog="$LOGDIR/ucx-$name.server.log" clog="$LOGDIR/ucx-$name.client.log"
-    UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 120 ucx_perftest -p "$UCX_PORT" >"$slog" 2>&1 &
+    local link=$1 name=$2 test=$3 size=$4 iters=$5 spid
+    shift 5
+    local slog="$LOGDIR/ucx-$link-$name.server.log" clog="$LOGDIR/ucx-$link-$name.client.log"
+    ucx_env "$link"
+    : >"$clog"
+    env "${UCX_ENV[@]}" timeout 120 ucx_perftest -p "$UCX_PORT" >"$slog" 2>&1 &
     spid=$!
     SERVER_PIDS+=("$spid")
     if ! wait_listen "$UCX_PORT"; then
         echo "server did not listen on $UCX_PORT" >>"$clog"
     fi
-    UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 90 ucx_perftest 127.0.0.1 -p "$UCX_PORT" -f \
-        -t "$test" -s "$size" -n "$iters" "$@" >"$clog" 2>&1
+    env "${UCX_ENV[@]}" timeout 90 ucx_perftest 127.0.0.1 -p "$UCX_PORT" -f \
+        -t "$test" -s "$size" -n "$iters" "$@" >>"$clog" 2>&1
     echo "exit status: $?" >>"$clog"
     stop_server "$spid"
     # With -f the result is one line of 8 numbers.
@@ -172,77 +204,100 @@ ucx_run() {
          END { if (line != "") print line }' "$clog")
 }
 
-# Sets VAL[ucx:ROW] from field FIELD (1-based) of ucx_run's line, scaled by SCALE.
+# ucx_row LINK ROW FIELD SCALE LINE: sets VAL[LINK:ucx:ROW] from field FIELD (1-based) of
+# ucx_run's line, scaled by SCALE.
 ucx_row() {
-    local row=$1 field=$2 scale=$3 line=$4 v
+    local link=$1 row=$2 field=$3 scale=$4 line=$5 v
     v=$(echo "$line" | awk -v f="$field" -v s="$scale" 'NF == 8 { printf "%.6g", $f * s }')
-    if is_number "${v:-x}"; then VAL[ucx:$row]=$v; else VAL[ucx:$row]=FAIL; fi
+    set_val "$link:ucx" "$row" "$v"
 }
 
 run_ucx() {
+    local link=$1 r size sz
+    local bw_rows=(send_bw_4KiB send_bw_64KiB send_bw_1MiB)
+    [ "$link" = shm ] && bw_rows+=(write_bw_4KiB write_bw_64KiB write_bw_1MiB read_bw_4KiB read_bw_64KiB read_bw_1MiB)
     if ! command -v ucx_perftest >/dev/null 2>&1; then
         log "ucx_perftest not found"
-        VAL[ucx:send_lat_8B]=FAIL; VAL[ucx:write_lat_8B]=FAIL
-        local r; for r in send_bw_4KiB send_bw_64KiB send_bw_1MiB msg_rate_8B; do VAL[ucx:$r]=FAIL; done
+        for r in send_lat_8B write_lat_8B msg_rate_8B "${bw_rows[@]}"; do VAL[$link:ucx:$r]=FAIL; done
+        [ "$link" = shm ] && VAL[$link:ucx:read_lat_8B]=FAIL
         return
     fi
     local mib_to_gb
     mib_to_gb=$(awk 'BEGIN { printf "%.10f", 1048576 / 1e9 }')   # ucx_perftest's MB/s is MiB/s
-    log "ucx_perftest tag_lat 8"
-    ucx_run tag_lat tag_lat 8 "$LAT_ITERS" -w "$LAT_WARMUP"
-    ucx_row send_lat_8B 2 1 "$UCX_LINE"                  # 50th percentile, half round trip
-    log "ucx_perftest ucp_put_lat 8"
-    ucx_run ucp_put_lat ucp_put_lat 8 "$LAT_ITERS" -w "$LAT_WARMUP"
-    ucx_row write_lat_8B 2 1 "$UCX_LINE"
-    log "ucx_perftest tag_bw 4KiB"
-    ucx_run tag_bw_4KiB tag_bw 4096 131072
-    ucx_row send_bw_4KiB 6 "$mib_to_gb" "$UCX_LINE"      # overall bandwidth
-    log "ucx_perftest tag_bw 64KiB"
-    ucx_run tag_bw_64KiB tag_bw 65536 8192
-    ucx_row send_bw_64KiB 6 "$mib_to_gb" "$UCX_LINE"
-    log "ucx_perftest tag_bw 1MiB"
-    ucx_run tag_bw_1MiB tag_bw 1048576 512
-    ucx_row send_bw_1MiB 6 "$mib_to_gb" "$UCX_LINE"
-    log "ucx_perftest tag_bw 8 (message rate)"
-    ucx_run tag_bw_8B tag_bw 8 "$RATE_ITERS"
-    ucx_row msg_rate_8B 8 0.000001 "$UCX_LINE"           # overall msg/s -> Mmsg/s
+    log "ucx_perftest ($link) tag_lat 8"
+    ucx_run "$link" tag_lat tag_lat 8 "$LAT_ITERS" -w "$LAT_WARMUP"
+    ucx_row "$link" send_lat_8B 2 1 "$UCX_LINE"              # 50th percentile, half round trip
+    log "ucx_perftest ($link) ucp_put_lat 8"
+    ucx_run "$link" ucp_put_lat ucp_put_lat 8 "$LAT_ITERS" -w "$LAT_WARMUP"
+    ucx_row "$link" write_lat_8B 2 1 "$UCX_LINE"
+    if [ "$link" = shm ]; then
+        # One get in flight at a time (-O 1): the overall time per get, post to completion.
+        # (Over TCP ucp_get stalls in ucx_perftest's barrier loop; see bench/README.md.)
+        log "ucx_perftest ($link) ucp_get 8, one at a time"
+        ucx_run "$link" ucp_get_lat ucp_get 8 "$LAT_ITERS" -w "$LAT_WARMUP" -O 1
+        ucx_row "$link" read_lat_8B 4 1 "$UCX_LINE"
+    fi
+    # 512 MiB per size, as datperf.
+    for size in 4KiB 64KiB 1MiB; do
+        case "$size" in
+            4KiB) sz=4096 ;;
+            64KiB) sz=65536 ;;
+            1MiB) sz=1048576 ;;
+        esac
+        log "ucx_perftest ($link) tag_bw $size"
+        ucx_run "$link" "tag_bw_$size" tag_bw "$sz" $((536870912 / sz))
+        ucx_row "$link" "send_bw_$size" 6 "$mib_to_gb" "$UCX_LINE"   # overall bandwidth
+        if [ "$link" = shm ]; then
+            log "ucx_perftest ($link) ucp_put_bw $size"
+            ucx_run "$link" "ucp_put_bw_$size" ucp_put_bw "$sz" $((536870912 / sz))
+            ucx_row "$link" "write_bw_$size" 6 "$mib_to_gb" "$UCX_LINE"
+            log "ucx_perftest ($link) ucp_get $size"
+            ucx_run "$link" "ucp_get_$size" ucp_get "$sz" $((536870912 / sz))
+            ucx_row "$link" "read_bw_$size" 6 "$mib_to_gb" "$UCX_LINE"
+        fi
+    done
+    log "ucx_perftest ($link) tag_bw 8 (message rate)"
+    ucx_run "$link" tag_bw_8B tag_bw 8 "$RATE_ITERS"
+    ucx_row "$link" msg_rate_8B 8 0.000001 "$UCX_LINE"       # overall msg/s -> Mmsg/s
 }
 
 # ---------------------------------------------------------------- libfabric (fi_pingpong)
+# run_libfabric LINK: fi_pingpong's 8-byte send latency with the tcp provider (msg endpoint)
+# or the shm provider (rdm endpoint, the only type it has).
 run_libfabric() {
+    local link=$1 prov ep iters
+    case "$link" in
+        tcp) prov=tcp; ep=msg; iters=$LAT_ITERS ;;
+        shm) prov=shm; ep=rdm; iters=$FI_SHM_ITERS ;;
+    esac
     if ! command -v fi_pingpong >/dev/null 2>&1; then
         log "fi_pingpong not found"
-        VAL[lf:send_lat_8B]=FAIL
+        VAL[$link:lf:send_lat_8B]=FAIL
         return
     fi
-    local slog="$LOGDIR/fi_pingpong.server.log" clog="$LOGDIR/fi_pingpong.client.log" spid v
-    log "fi_pingpong -p tcp -e msg 8"
-    timeout 120 fi_pingpong -p tcp -e msg -S 8 -I "$LAT_ITERS" -B "$FI_PORT" >"$slog" 2>&1 &
+    local slog="$LOGDIR/fi_pingpong-$link.server.log" clog="$LOGDIR/fi_pingpong-$link.client.log" spid v
+    : >"$clog"
+    log "fi_pingpong -p $prov -e $ep 8"
+    timeout 120 fi_pingpong -p "$prov" -e "$ep" -S 8 -I "$iters" -B "$FI_PORT" >"$slog" 2>&1 &
     spid=$!
     SERVER_PIDS+=("$spid")
     if ! wait_listen "$FI_PORT"; then
         echo "server did not listen on $FI_PORT" >>"$clog"
     fi
-    timeout 90 fi_pingpong -p tcp -e msg -S 8 -I "$LAT_ITERS" -P "$FI_PORT" 127.0.0.1 >"$clog" 2>&1
+    timeout 90 fi_pingpong -p "$prov" -e "$ep" -S 8 -I "$iters" -P "$FI_PORT" 127.0.0.1 >>"$clog" 2>&1
     echo "exit status: $?" >>"$clog"
     stop_server "$spid"
     # Columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
     v=$(awk '$1 == "8" && NF >= 8 { v = $7 } END { if (v != "") print v }' "$clog")
-    if is_number "${v:-x}"; then VAL[lf:send_lat_8B]=$v; else VAL[lf:send_lat_8B]=FAIL; fi
+    set_val "$link:lf" send_lat_8B "$v"
 }
-
-# ---------------------------------------------------------------- run, one tool at a time
-run_datperf
-run_ucx
-run_libfabric
-cleanup
 
 # ---------------------------------------------------------------- table
 label() {
     case "$1" in
         send_lat_8B) echo "send/recv latency, 8 B (us, half round trip)" ;;
         write_lat_8B) echo "RDMA write / put latency, 8 B (us, half round trip)" ;;
-        read_lat_8B) echo "RDMA read / get latency, 8 B (us, full round trip)" ;;
+        read_lat_8B) echo "RDMA read / get latency, 8 B (us, post to completion)" ;;
         send_bw_4KiB) echo "send bandwidth, 4 KiB (GB/s)" ;;
         send_bw_64KiB) echo "send bandwidth, 64 KiB (GB/s)" ;;
         send_bw_1MiB) echo "send bandwidth, 1 MiB (GB/s)" ;;
@@ -261,14 +316,11 @@ cell() {
     local key=$1 row=$2 v
     v=${VAL[$key:$row]:-}
     if [ -z "$v" ]; then
-        printf '—'
+        printf 'n/a'
     elif [ "$v" = FAIL ]; then
-        printf 'failed (see log)'
+        printf 'FAIL (see log)'
     else
-        case "$row" in
-            *_lat_*) awk -v x="$v" 'BEGIN { printf "%.2f", x }' ;;
-            *) awk -v x="$v" 'BEGIN { printf "%.3f", x }' ;;
-        esac
+        awk -v x="$v" 'BEGIN { printf "%.3g", x }'
     fi
 }
 
@@ -277,37 +329,94 @@ first_line() { "$@" 2>/dev/null | grep -v '^[[:space:]]*$' | head -n1; }
 CPU=$(lscpu 2>/dev/null | awk -F: '/^Model name/ { sub(/^[ \t]+/, "", $2); print $2; exit }')
 UCX_V=$(first_line ucx_info -v | sed 's/^# *//')
 FI_V=$(fi_info --version 2>/dev/null | awk -F': *' '/^libfabric:/ { print $2; exit }')
-DP_V=$(first_line "$DATPERF" --version)
+# UCX's shared-memory transports on this machine (what UCX_TLS=sm can pick from).
+UCX_SM=$(ucx_info -d 2>/dev/null | awk '/Transport:/ { t = $3 } /Device: *memory/ && t != "self" { print t }' | sort -u | paste -sd' ' -)
 
-{
-    echo "Run $(date -u '+%Y-%m-%d %H:%M UTC') on 127.0.0.1; kernel $(uname -r); CPU ${CPU:-unknown} ($(nproc) cores);"
-    echo "${DP_V:-datperf ?}; UCX ${UCX_V:-not installed} (UCX_TLS=tcp, UCX_NET_DEVICES=lo); libfabric ${FI_V:-not installed} (tcp provider)."
-    echo
-    echo "| measurement | dapl-rs (datperf) | raw TCP (datperf baseline) | UCX tcp | libfabric tcp |"
+table_tcp() {
+    local row
+    echo "| measurement | dapl-rs tcp link (datperf) | raw TCP (datperf baseline) | UCX tcp | libfabric tcp |"
     echo "|---|---|---|---|---|"
     for row in "${ROWS[@]}"; do
-        echo "| $(label "$row") | $(cell dapl "$row") | $(cell raw "$row") | $(cell ucx "$row") | $(cell lf "$row") |"
+        echo "| $(label "$row") | $(cell tcp:dapl "$row") | $(cell tcp:base "$row") | $(cell tcp:ucx "$row") | $(cell tcp:lf "$row") |"
     done
     echo
-    echo "Notes:"
+    echo "Notes (tcp):"
     echo "- Latencies are half a round trip of an 8-byte ping-pong for every tool (datperf: median;"
     echo "  ucx_perftest: 50th percentile of its ping-pong, which it already reports as half the round"
     echo "  trip; fi_pingpong: average usec/xfer, i.e. total time / (2 x iterations), so also half a"
-    echo "  round trip). The read/get row is the exception: a full round trip (post to completion) for"
-    echo "  datperf and an 8-byte request/response round trip for its raw TCP baseline."
+    echo "  round trip). The read row is a full round trip: post to completion for datperf, an 8-byte"
+    echo "  request/response for its raw TCP baseline."
     echo "- dapl-rs latency busy-polls its EVD; bandwidth and message rate use evd_wait. The raw TCP"
     echo "  column is datperf's own baseline (std TcpStream, TCP_NODELAY) waiting the same way."
     echo "- UCX: only latency-style tests (tag_lat, ucp_put_lat) plus tag_bw (two-sided, 'send' rows"
     echo "  and the message rate; overall figures, MiB/s converted to GB/s = 10^9 B/s). ucp_get and"
     echo "  ucp_put_bw over TCP stall in ucx_perftest's own barrier loop (hundreds of us to ~1 ms per"
-    echo "  operation), so the RDMA read rows and the RDMA write bandwidth rows are not reported for UCX."
-    echo "- libfabric: the Debian libfabric-bin package ships only fi_pingpong (no fi_rma_bw etc.), so"
+    echo "  operation), so the RDMA read rows and the RDMA write bandwidth rows are n/a for UCX."
+    echo "- libfabric: Debian's libfabric-bin ships only fi_pingpong (no fabtests fi_rma_bw etc.), so"
     echo "  only the 8-byte send latency (msg endpoint) is reported; fi_pingpong with larger sizes is a"
     echo "  ping-pong, not a streaming bandwidth test."
-    echo "- Bandwidth runs move 512 MiB per size (ucx: 131072 x 4 KiB, 8192 x 64 KiB, 512 x 1 MiB);"
-    echo "  latency runs $LAT_ITERS iterations. One run on a shared machine: expect run-to-run noise."
-    echo "- '—': the tool has no comparable test here; 'failed (see log)': see the raw outputs."
-} >"$LOGDIR/table.md"
+}
+
+table_shm() {
+    local row
+    echo "| measurement | dapl-rs shm link (datperf) | same-host floor (datperf baseline) | UCX sm | libfabric shm |"
+    echo "|---|---|---|---|---|"
+    for row in "${ROWS[@]}"; do
+        echo "| $(label "$row") | $(cell shm:dapl "$row") | $(cell shm:base "$row") | $(cell shm:ucx "$row") | $(cell shm:lf "$row") |"
+    done
+    echo
+    echo "Notes (shm):"
+    echo "- datperf runs both ends in one process (two threads) over the shm link; UCX and libfabric run"
+    echo "  a server and a client process. The floor column is datperf's own: two threads ping-ponging"
+    echo "  on one cache line (latency), process_vm_readv of the same size (bandwidth), a single-producer"
+    echo "  ring of 8-byte messages between two threads (rate)."
+    echo "- Latencies: datperf median; ucx_perftest 50th percentile (half round trip); fi_pingpong"
+    echo "  average usec/xfer over $FI_SHM_ITERS iterations (half round trip; an average, so every"
+    echo "  preemption on this shared machine counts in it)."
+    echo "- UCX_TLS=sm (shared-memory transports here: ${UCX_SM:-unknown}). tag_lat / tag_bw: send rows and"
+    echo "  message rate (overall figures). ucp_put_lat: write latency. ucp_put_bw and ucp_get: write and"
+    echo "  read bandwidth, 512 MiB per size. Read latency: ucp_get of 8 bytes with one get in flight"
+    echo "  (-O 1), overall time per get; it is post to completion, but not a round trip: UCX's rma lanes"
+    echo "  here are sysv/posix, which map the peer's registered memory, so a get or a put is a copy"
+    echo "  from or into that mapping by the initiator alone (checked by hand: ucx_perftest -o, responder"
+    echo "  not progressing, gave the same figures). dapl-rs has no mapped library memory yet."
+    echo "- UCX sends from its rendezvous threshold on (64 KiB and 1 MiB here, cma) took about 240 us per"
+    echo "  message on this machine whatever the size, in every run; UCX_RNDV_THRESH=inf (eager only) gave"
+    echo "  2.5 GB/s at 64 KiB in a hand check. The table keeps UCX's defaults."
+    echo "- libfabric: Debian 12 packages no fabtests (no fi_rma_bw / fi_msg_bw), so the shm provider"
+    echo "  has only fi_pingpong's 8-byte send latency (rdm endpoint)."
+}
+
+# ---------------------------------------------------------------- run, one tool at a time
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+DP_V=$(first_line "$DATPERF" --version)
+: >"$LOGDIR/table.md"
+for link in "${LINKS[@]}"; do
+    run_datperf "$link"
+    run_ucx "$link"
+    run_libfabric "$link"
+    cleanup
+    {
+        echo "### $link: run $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (before the run: ${LOAD_BEFORE:-?})"
+        case "$link" in
+            tcp) echo "127.0.0.1; kernel $(uname -r); CPU ${CPU:-unknown} ($(nproc) cores); ${DP_V:-datperf ?};"
+                 echo "UCX ${UCX_V:-not installed} (UCX_TLS=tcp, UCX_NET_DEVICES=lo); libfabric ${FI_V:-not installed} (tcp provider)." ;;
+            shm) echo "One host; kernel $(uname -r); CPU ${CPU:-unknown} ($(nproc) cores); ${DP_V:-datperf ?};"
+                 echo "UCX ${UCX_V:-not installed} (UCX_TLS=sm); libfabric ${FI_V:-not installed} (shm provider)." ;;
+        esac
+        echo
+        "table_$link"
+        echo
+    } >>"$LOGDIR/table.md"
+    LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+done
+{
+    echo "Common notes:"
+    echo "- Bandwidth is GB/s = 10^9 B/s (ucx_perftest prints MiB/s; converted). Bandwidth runs move"
+    echo "  512 MiB per size, latency runs $LAT_ITERS iterations, message rate $RATE_ITERS messages."
+    echo "- 'n/a': the tool has no comparable test; 'FAIL (see log)': the tool failed or timed out."
+    echo "- One run on a shared 2-core machine: expect run-to-run noise."
+} >>"$LOGDIR/table.md"
 
 mkdir -p "$(dirname "$OUT")"
 cp "$LOGDIR/table.md" "$OUT"
