@@ -380,9 +380,10 @@ table_shm() {
     echo "  here are sysv/posix, which map the peer's registered memory, so a get or a put is a copy"
     echo "  from or into that mapping by the initiator alone (checked by hand: ucx_perftest -o, responder"
     echo "  not progressing, gave the same figures). dapl-rs has no mapped library memory yet."
-    echo "- UCX sends from its rendezvous threshold on (64 KiB and 1 MiB here, cma) took about 240 us per"
-    echo "  message on this machine whatever the size, in every run; UCX_RNDV_THRESH=inf (eager only) gave"
-    echo "  2.5 GB/s at 64 KiB in a hand check. The table keeps UCX's defaults."
+    echo "- UCX sends from its rendezvous threshold on (64 KiB and 1 MiB here, cma) took 180-250 us per"
+    echo "  message on this machine (2026-11-26) whatever the size; UCX_RNDV_THRESH=inf (eager only) gave"
+    echo "  2.5 GB/s at 64 KiB in a hand check. The table keeps UCX's defaults. The 4 KiB send and 8-byte"
+    echo "  rate figures are overall ones and swing with stalls (compare the 50th percentile in the log)."
     echo "- libfabric: Debian 12 packages no fabtests (no fi_rma_bw / fi_msg_bw), so the shm provider"
     echo "  has only fi_pingpong's 8-byte send latency (rdm endpoint)."
 }
