@@ -3,7 +3,7 @@
 //! - latency: two threads ping-ponging on one cache line (a spin on an atomic: the floor of any
 //!   shared-memory transport; the spin yields the CPU every 1024 turns (the DAT side's busy
 //!   poll yields after every empty poll), so that a busy machine does not leave it waiting out
-//!   time slices); half
+//!   time slices, and the best of three runs is kept); half
 //!   round trips for send and write, round trips for read;
 //! - bandwidth: `process_vm_readv` of the same size (cross-memory attach: the one copy between
 //!   processes that the link's large transfers make), from a buffer of this process (the
@@ -49,7 +49,27 @@ pub fn measure(m: &Measurement) -> Sample {
     }
 }
 
+/// Runs the ping-pong [`PING_PONG_TRIES`] times, each with a fresh pair of threads, and keeps
+/// the run with the lowest median: the floor is the best the mechanism does, and a pair the
+/// scheduler put on one CPU (beside the link's own threads, still spinning from the last
+/// measurement) measures time slices instead.
 fn ping_pong(m: &Measurement) -> Sample {
+    let median = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        s.get(s.len() / 2).copied().unwrap_or(f64::INFINITY)
+    };
+    (0..PING_PONG_TRIES)
+        .map(|_| ping_pong_once(m))
+        .min_by(|a, b| median(a).total_cmp(&median(b)))
+        .map(Sample::Lat)
+        .expect("at least one try")
+}
+
+/// How many times the latency floor is measured (the best is kept).
+const PING_PONG_TRIES: usize = 3;
+
+fn ping_pong_once(m: &Measurement) -> Vec<f64> {
     let flag = Arc::new(Line::default());
     let n = m.warmup + m.iters;
     let peer = {
@@ -73,7 +93,7 @@ fn ping_pong(m: &Measurement) -> Sample {
         }
     }
     peer.join().expect("the ping-pong peer");
-    Sample::Lat(v)
+    v
 }
 
 fn copy(m: &Measurement) -> Sample {
