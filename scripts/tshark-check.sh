@@ -291,8 +291,10 @@ decode() {
 
     local fpdus undecoded
     fpdus=$(cnt fpdus)
-    # TCP segments with data that are neither MPA nor part of a PDU reassembled elsewhere
-    undecoded=$(tsr "$cap" -Y "tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in && !$RETX" | wc -l)
+    # TCP segments with data that are neither MPA nor part of a PDU reassembled elsewhere. Two
+    # passes (-2): in one, a segment that holds only the middle of an FPDU (TCP cut it there,
+    # e.g. at a full window) does not yet know the frame its PDU is reassembled in.
+    undecoded=$(tsr "$cap" -2 -Y "tcp.len > 0 && !iwarp_mpa && !tcp.reassembled_in && !$RETX" | wc -l)
     if [ "$fpdus" -gt 0 ] && [ "$(cnt unaligned)" = 0 ] && [ "$undecoded" = 0 ]; then
         record "$mode" "FPDUs decoded as DDP/RDMAP" 0 \
             "$fpdus FPDUs: c2s $(cnt c2s,fpdus), s2c $(cnt s2c,fpdus); every one has an RDMAP opcode, every TCP segment with data is MPA"
