@@ -874,22 +874,54 @@ pub fn pull_from(pid: i32, remote: &[(u64, usize)], pieces: &[RecvPiece<'_>]) ->
         let l = local.last_mut().expect("a piece per iovec");
         l.iov_len -= held;
     }
-    let (mut li, mut ri) = (0usize, 0usize);
-    let mut done = 0usize;
-    let total = total - held;
-    while done < total {
-        // SAFETY: every local iovec points at a checked range of a live region (kept alive by
-        // the caller's borrow, not revoked while `accesses` are held), valid for writes (type
-        // invariant), which no Rust reference aliases; the kernel writes at most iov_len bytes
-        // into each. The remote iovecs are only read, in the other process, by the kernel,
-        // which checks them against that process's mappings.
+    let mut ri = 0usize;
+    // SAFETY: every local iovec points at a checked range of a live region (kept alive by the
+    // caller's borrow, not revoked while `accesses` are held), valid for writes (type
+    // invariant), which no Rust reference aliases.
+    unsafe { readv_exact(pid, &mut local, &mut far, &mut ri, total - held)? };
+    if held > 0 {
+        let mut last = [0u8; WORD];
+        let mut tmp = [libc::iovec {
+            iov_base: last.as_mut_ptr().cast(),
+            iov_len: held,
+        }];
+        // SAFETY: the one local iovec is `held` (at most WORD) bytes of this stack buffer, not
+        // otherwise borrowed until the copy returns.
+        unsafe { readv_exact(pid, &mut tmp, &mut far, &mut ri, held)? };
+        let p = pieces.last().expect("held only with a piece");
+        if !p.mem.copy_in(p.offset + p.len - held, &last[..held]) {
+            return Err(revoked_error());
+        }
+    }
+    Ok(())
+}
+
+/// Copies `n` bytes, the total of `local`, from process `pid`'s ranges `far` (from `*ri` on)
+/// into `local`, in order, by `process_vm_readv`, looping over short counts and `EINTR`;
+/// moves `*ri` past them. Errors are the kernel's (a copy of 0 bytes is `EFAULT`).
+///
+/// # Safety
+/// Every iovec of `local` points at `iov_len` bytes valid for writes that no Rust reference
+/// aliases while this runs.
+unsafe fn readv_exact(
+    pid: i32,
+    local: &mut [libc::iovec],
+    far: &mut [libc::iovec],
+    ri: &mut usize,
+    n: usize,
+) -> io::Result<()> {
+    let (mut li, mut done) = (0usize, 0usize);
+    while done < n {
+        // SAFETY: the local iovecs are valid for writes (the caller's contract) and the kernel
+        // writes at most iov_len bytes into each; the remote iovecs are only read, in the
+        // other process, by the kernel, which checks them against that process's mappings.
         let r = unsafe {
             libc::process_vm_readv(
                 pid,
                 local[li..].as_ptr(),
                 (local.len() - li) as libc::c_ulong,
-                far[ri..].as_ptr(),
-                (far.len() - ri) as libc::c_ulong,
+                far[*ri..].as_ptr(),
+                (far.len() - *ri) as libc::c_ulong,
                 0,
             )
         };
@@ -903,49 +935,10 @@ pub fn pull_from(pid: i32, remote: &[(u64, usize)], pieces: &[RecvPiece<'_>]) ->
         if r == 0 {
             return Err(io::Error::from_raw_os_error(libc::EFAULT));
         }
-        let n = r as usize;
-        done += n;
-        advance(&mut local, &mut li, n);
-        advance(&mut far, &mut ri, n);
-    }
-    if held > 0 {
-        let mut last = [0u8; WORD];
-        let mut got = 0usize;
-        while got < held {
-            let mut tmp = [libc::iovec {
-                iov_base: last[got..].as_mut_ptr().cast(),
-                iov_len: held - got,
-            }];
-            // SAFETY: the local iovec is this stack buffer's unwritten tail (`held - got` ≤
-            // WORD bytes); the remote iovecs are the ranges' last `held - got` bytes, read in
-            // the other process by the kernel, as above.
-            let r = unsafe {
-                libc::process_vm_readv(
-                    pid,
-                    tmp.as_mut_ptr(),
-                    1,
-                    far[ri..].as_ptr(),
-                    (far.len() - ri) as libc::c_ulong,
-                    0,
-                )
-            };
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if r == 0 {
-                return Err(io::Error::from_raw_os_error(libc::EFAULT));
-            }
-            got += r as usize;
-            advance(&mut far, &mut ri, r as usize);
-        }
-        let p = pieces.last().expect("held only with a piece");
-        if !p.mem.copy_in(p.offset + p.len - held, &last[..held]) {
-            return Err(revoked_error());
-        }
+        let k = r as usize;
+        done += k;
+        advance(local, &mut li, k);
+        advance(far, ri, k);
     }
     Ok(())
 }
