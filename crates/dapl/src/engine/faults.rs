@@ -107,6 +107,14 @@ impl Connection for Faulty {
         self.inner.sent_completed();
     }
 
+    fn hold(&self) {
+        self.inner.hold();
+    }
+
+    fn flush(&self) {
+        self.inner.flush();
+    }
+
     fn wake_peer(&self) {
         self.inner.wake_peer();
     }

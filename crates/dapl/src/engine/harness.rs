@@ -145,6 +145,15 @@ pub(crate) struct Wire {
     script: Mutex<VecDeque<TxOutcome>>,
     /// Runs inside the next transmit, before it returns.
     hook: Mutex<Option<Hook>>,
+    /// `hold` and `flush` calls, each with the number of messages logged before it.
+    batches: Mutex<Vec<(Batch, usize)>>,
+}
+
+/// A batch call of the engine ([`Connection::hold`], [`Connection::flush`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Batch {
+    Hold,
+    Flush,
 }
 
 impl Wire {
@@ -155,7 +164,19 @@ impl Wire {
             queue: Mutex::default(),
             script: Mutex::default(),
             hook: Mutex::default(),
+            batches: Mutex::default(),
         })
+    }
+
+    /// The engine's `hold` and `flush` calls so far, each with the number of messages it had
+    /// transmitted before.
+    pub(crate) fn batches(&self) -> Vec<(Batch, usize)> {
+        self.batches.lock().unwrap().clone()
+    }
+
+    fn mark(&self, b: Batch) {
+        let n = self.log.lock().unwrap().len();
+        self.batches.lock().unwrap().push((b, n));
     }
 
     /// The next transmits answer these outcomes, in order.
@@ -247,6 +268,14 @@ impl Connection for Wire {
             f();
         }
         out
+    }
+
+    fn hold(&self) {
+        self.mark(Batch::Hold);
+    }
+
+    fn flush(&self) {
+        self.mark(Batch::Flush);
     }
 
     fn wake_peer(&self) {

@@ -110,6 +110,14 @@ pub(crate) trait Connection: Send + Sync {
     /// is queued (and have its answer, or the end of the connection, reported first) may hold
     /// the message back until this call. A connection that wraps another must pass it on.
     fn sent_completed(&self) {}
+    /// More messages follow at once (the engine has more work queued for this connection):
+    /// until [`Connection::flush`], the link may hold back the messages `transmit` reports
+    /// `Sent` and write them together (the tcp link: one `sendmsg` for a batch of small
+    /// messages, copied). A connection that wraps another must pass it on.
+    fn hold(&self) {}
+    /// Writes what was held back since [`Connection::hold`], as far as the transport takes it
+    /// now (the rest as any backlog). A connection that wraps another must pass it on.
+    fn flush(&self) {}
     /// Tells the peer a receive buffer was posted (its blocked Send may go now).
     fn wake_peer(&self);
     /// Ends the connection from this side; the peer is told (it flushes and reports).

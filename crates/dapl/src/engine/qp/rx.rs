@@ -206,6 +206,22 @@ impl Qp {
         src_stag: u32,
         src_to: u64,
     ) -> std::result::Result<(), RxReadFault> {
+        self.rx_read_request_queued(sink_stag, sink_to, len, src_stag, src_to)?;
+        self.pump();
+        Ok(())
+    }
+
+    /// As [`Qp::rx_read_request`], but the response is only queued: the link calls
+    /// [`Qp::pump`] once it has handled what it received at once, so that the responses to
+    /// several Read Requests go out together.
+    pub(crate) fn rx_read_request_queued(
+        &self,
+        sink_stag: u32,
+        sink_to: u64,
+        len: u64,
+        src_stag: u32,
+        src_to: u64,
+    ) -> std::result::Result<(), RxReadFault> {
         let seg = self
             .memtable
             .resolve_remote(src_stag, src_to, len, self.pz_id, MemPriv::REMOTE_READ)
@@ -224,7 +240,6 @@ impl Qp {
                 seg,
             });
         }
-        self.pump();
         Ok(())
     }
 

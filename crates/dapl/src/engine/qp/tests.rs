@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::engine::harness::{one_end, recv_wr, send_wr, Delivered, Msg, Pair, Up, PZ};
+use crate::engine::harness::{one_end, recv_wr, send_wr, Batch, Delivered, Msg, Pair, Up, PZ};
 use crate::engine::port::{Payload, TxOutcome};
 use crate::engine::qp::{
     Completion, CompletionQueue, QpEvent, ReqOp, RxResponse, RxSend, RxWriteFault,
@@ -482,4 +482,61 @@ fn send_with_invalidate_of_a_registration_an_unknown_or_another_pzs_stag_fails_t
             .resolve_remote(other_pz_win, va + 512, 8, PZ + 1, MemPriv::REMOTE_WRITE)
             .is_ok());
     }
+}
+
+#[test]
+fn responses_to_read_requests_received_together_go_out_as_one_held_batch() {
+    let p = pair();
+    // Three Read Requests handled at once (as the tcp link does for one read from its
+    // socket): queued, then one pump.
+    for k in 0..3u64 {
+        p.b.qp
+            .rx_read_request_queued(p.a.stag, k * 64, 64, p.b.stag, p.b.region.addr() + k * 64)
+            .unwrap();
+    }
+    assert!(
+        p.b.wire.log().is_empty(),
+        "nothing goes out before the pump"
+    );
+    p.b.qp.pump();
+    let log = p.b.wire.log();
+    assert_eq!(log.len(), 3);
+    assert!(log.iter().all(|m| matches!(m, Msg::ReadResponse { .. })));
+    // Held before the first, flushed once after the last.
+    assert_eq!(p.b.wire.batches(), [(Batch::Hold, 0), (Batch::Flush, 3)]);
+}
+
+#[test]
+fn a_lone_message_is_never_held() {
+    let p = pair();
+    post_send(&p, 1, 0, 8);
+    p.b.qp
+        .rx_read_request(p.a.stag, 0, 8, p.b.stag, p.b.region.addr())
+        .unwrap();
+    assert_eq!(sends_logged(&p), 1);
+    assert_eq!(p.b.wire.log().len(), 1);
+    assert!(p.a.wire.batches().is_empty(), "{:?}", p.a.wire.batches());
+    assert!(p.b.wire.batches().is_empty(), "{:?}", p.b.wire.batches());
+}
+
+#[test]
+fn a_batch_that_stops_at_a_fence_is_flushed() {
+    let p = pair();
+    // A transmit stalls (the link queued it), and meanwhile a read, a fenced Send and another
+    // Send are posted: when the link drains, the read goes, the fenced Send waits for it, and
+    // what was held must go out then rather than wait for the fence.
+    p.a.wire.script(&[TxOutcome::Queued]);
+    post_send(&p, 1, 0, 8);
+    post_read(&p, 2, 64, 8, CompletionFlags::empty());
+    let segs = p.a.segs(&p.mem, 128, 8);
+    let mut wr = send_wr(ReqOp::Send, 3, segs, Default::default());
+    wr.flags = CompletionFlags::BARRIER_FENCE;
+    p.a.qp.post_send(wr).unwrap();
+    p.a.qp.tx_drained(99);
+    let log = p.a.wire.log();
+    assert!(
+        matches!(log[..], [Msg::Send { .. }, Msg::ReadRequest { .. }]),
+        "{log:?}"
+    );
+    assert_eq!(p.a.wire.batches(), [(Batch::Hold, 1), (Batch::Flush, 2)]);
 }

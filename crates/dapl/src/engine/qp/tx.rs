@@ -7,6 +7,24 @@ use super::{Lent, Qp, ReadWork, ReqOp, SendWr};
 use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
 use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpState, RmrTriplet};
 
+/// The connection a batch of messages was held on ([`Connection::hold`]): flushed when the
+/// batch ends.
+struct Batch(Option<Arc<dyn Connection>>);
+
+impl Batch {
+    fn flush(&mut self) {
+        if let Some(conn) = self.0.take() {
+            conn.flush();
+        }
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 impl Qp {
     /// Drives the send side: transmits queued work while the link takes it. Never blocks: if
     /// another thread is already transmitting for this EP, it is told to go round once more.
@@ -42,8 +60,11 @@ impl Qp {
                 remote: RmrTriplet,
             },
         }
+        // Several messages queued at once: the link may write them together (`hold`); what it
+        // held back is written when this call ends, however it ends.
+        let mut batch = Batch(None);
         loop {
-            let (work, conn) = {
+            let (work, conn, more) = {
                 let mut c = self.lock();
                 if !matches!(c.state, EpState::Connected | EpState::DisconnectPending) {
                     return;
@@ -52,8 +73,9 @@ impl Qp {
                 if c.tx_stalled {
                     return; // the link calls tx_drained when it has written its message
                 }
+                let more = c.irq.len() + c.sq.len() > 1;
                 if let Some(r) = c.irq.pop_front() {
-                    (Work::Resp(r), conn)
+                    (Work::Resp(r), conn, more)
                 } else if let Some(head) = c.sq.front() {
                     if self.rnr_blocked.load(Ordering::SeqCst) {
                         return;
@@ -80,19 +102,25 @@ impl Qp {
                             remote: wr.remote,
                         };
                         c.orq.push_back(wr);
-                        (w, conn)
+                        (w, conn, more)
                     } else {
-                        (Work::Wr(wr), conn)
+                        (Work::Wr(wr), conn, more)
                     }
                 } else {
                     let graceful_done = c.state == EpState::DisconnectPending && !c.outstanding();
                     drop(c);
                     if graceful_done {
+                        batch.flush(); // what was held goes out before the end
+
                         self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
                     }
                     return;
                 }
             };
+            if more && batch.0.is_none() {
+                conn.hold();
+                batch.0 = Some(conn.clone());
+            }
             match work {
                 Work::Resp(r) => {
                     let segs = [r.seg];

@@ -118,6 +118,9 @@ struct Rx {
 struct Tx {
     /// Responder before the initiator's first FPDU: FPDUs wait (RFC 5044).
     hold: bool,
+    /// The engine has more messages at once (`Connection::hold`): small ones are framed into
+    /// the batch and written together at its `flush`.
+    held: bool,
     job: Option<TxJob>,
     /// Drop the job once the current batch is written (a Terminate or an abort cut it off).
     abandon: bool,
@@ -171,6 +174,8 @@ pub(crate) struct TcpConn {
     /// Its epoll interest and whether the socket is in the connections' set.
     pub(crate) interest: Mutex<Interest>,
     peer_fin: AtomicBool,
+    /// Read Requests were handled whose responses are not transmitted yet (`answer_reads`).
+    reads_queued: AtomicBool,
     /// `shut` found `rx` locked (by the receive path, which may be the caller itself): the
     /// receive side moves to Closing when it lets go (`apply_pending_shut`).
     shut_pending: AtomicBool,
@@ -203,6 +208,7 @@ impl TcpConn {
             }),
             tx: Mutex::new(Tx {
                 hold: false,
+                held: false,
                 job: None,
                 abandon: false,
                 ctl: VecDeque::new(),
@@ -225,6 +231,7 @@ impl TcpConn {
             wants_out: AtomicBool::new(false),
             interest: Mutex::new(Interest::default()),
             peer_fin: AtomicBool::new(false),
+            reads_queued: AtomicBool::new(false),
             shut_pending: AtomicBool::new(false),
         }
     }
@@ -453,8 +460,11 @@ impl Connection for TcpConn {
                     TxOutcome::Broken
                 };
             }
-            if let Err(o) = self.start_job(&mut tx, msg) {
-                return o;
+            match self.start_job(&mut tx, msg) {
+                Err(o) => return o,
+                // In the held batch: written by `flush` (or once the batch is full).
+                Ok(true) if tx.frames.len() < tx::HOLD_MAX => return TxOutcome::Sent,
+                Ok(_) => {}
             }
             if self.flush_locked(&mut tx) || tx.revoked {
                 if std::mem::take(&mut tx.revoked) {
@@ -480,6 +490,14 @@ impl Connection for TcpConn {
             self.update_interest();
         }
         out
+    }
+
+    fn hold(&self) {
+        lock(&self.tx).held = true;
+    }
+
+    fn flush(&self) {
+        self.flush_held();
     }
 
     fn wake_peer(&self) {

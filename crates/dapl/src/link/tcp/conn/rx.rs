@@ -195,7 +195,9 @@ impl TcpConn {
         let mut rx = rx;
         rx.stalled = None;
         rx.rnr_until = None;
-        match self.handle_ulpdu(&mut rx, &ulpdu) {
+        let step = self.handle_ulpdu(&mut rx, &ulpdu);
+        self.answer_reads();
+        match step {
             Step::Go => {}
             Step::Stall => {
                 // Still no buffer: keep waiting (the deadline stays as first set).
@@ -208,9 +210,28 @@ impl TcpConn {
         self.on_readable();
     }
 
-    /// Processes whatever the staging buffer holds. Returns the guard to go on reading, or None
-    /// when reading must stop (stalled, dead, or the lock had to be released).
-    fn process<'a>(self: &'a Arc<Self>, mut rx: MutexGuard<'a, Rx>) -> Option<MutexGuard<'a, Rx>> {
+    /// Processes whatever the staging buffer holds, then sends the responses to the Read
+    /// Requests among it (together). Returns the guard to go on reading, or None when reading
+    /// must stop (stalled, dead, or the lock had to be released).
+    fn process<'a>(self: &'a Arc<Self>, rx: MutexGuard<'a, Rx>) -> Option<MutexGuard<'a, Rx>> {
+        let rx = self.process_frames(rx);
+        self.answer_reads();
+        rx
+    }
+
+    /// Transmits the responses to the Read Requests handled since the last call.
+    fn answer_reads(&self) {
+        if self.reads_queued.swap(false, Ordering::SeqCst) {
+            if let Some(ep) = self.ep() {
+                ep.pump();
+            }
+        }
+    }
+
+    fn process_frames<'a>(
+        self: &'a Arc<Self>,
+        mut rx: MutexGuard<'a, Rx>,
+    ) -> Option<MutexGuard<'a, Rx>> {
         loop {
             match &mut rx.phase {
                 Phase::AwaitReply { .. } => {
@@ -526,7 +547,9 @@ impl TcpConn {
                     self.send_ctl_segment(&resp);
                     return Step::Go;
                 }
-                match ep.rx_read_request(
+                // Answered once what was received at once is handled (`process`).
+                self.reads_queued.store(true, Ordering::SeqCst);
+                match ep.rx_read_request_queued(
                     request.sink_stag,
                     request.sink_to,
                     request.size as u64,

@@ -35,6 +35,11 @@ use crate::types::{DtoStatus, MAX_IOV};
 
 /// Most FPDUs framed into one gathered write.
 pub(super) const BATCH_FPDUS: usize = 20;
+/// Largest message copied into a held batch ([`crate::engine::port::Connection::hold`]);
+/// larger ones are written from registered memory, as always.
+const HOLD_COPY_MAX: u64 = 16 * 1024;
+/// A held batch is written once it holds this many bytes.
+pub(super) const HOLD_MAX: usize = 64 * 1024;
 
 /// Where a piece of a batched write comes from.
 #[derive(Clone, Copy)]
@@ -75,6 +80,56 @@ enum JobKind {
         stag: u32,
         to: u64,
     },
+}
+
+impl JobKind {
+    /// The segment at payload offset `off` of the message (`last`: it ends the message).
+    fn segment<'p>(&self, off: u64, last: bool, payload: &'p [u8]) -> Segment<'p> {
+        match *self {
+            JobKind::Send {
+                msn,
+                solicited,
+                invalidate,
+            } => Segment::Send {
+                last,
+                msn,
+                mo: off as u32,
+                solicited,
+                invalidate_stag: invalidate,
+                payload,
+            },
+            JobKind::Write { stag, to } | JobKind::WriteImmed { stag, to, .. } => Segment::Write {
+                last,
+                stag,
+                to: to.wrapping_add(off),
+                payload,
+            },
+            JobKind::ReadResp { stag, to } => Segment::ReadResponse {
+                last,
+                stag,
+                to: to.wrapping_add(off),
+                payload,
+            },
+        }
+    }
+
+    /// The RFC 7306 Immediate Data segment that follows the last Write segment of an RDMA
+    /// Write with Immediate Data of `total` bytes (start_job checked that it fits 32 bits).
+    fn immediate(&self, total: u64) -> Option<Segment<'static>> {
+        match *self {
+            JobKind::WriteImmed {
+                msn,
+                solicited,
+                immediate,
+                ..
+            } => Some(Segment::ImmediateData {
+                msn,
+                solicited,
+                data: write_immed_data(immediate, total as u32),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The 8 bytes of RFC 7306 Immediate Data that end an RDMA Write with Immediate Data between
@@ -187,6 +242,20 @@ impl TcpConn {
                 Drained::No
             }
         };
+        self.tell_engine(drained);
+    }
+
+    /// The engine's batch ended (`Connection::flush`): what it held goes out.
+    pub(super) fn flush_held(&self) {
+        let (done, drained) = {
+            let mut tx = lock(&self.tx);
+            tx.held = false;
+            let done = self.flush_locked(&mut tx);
+            (done, Drained::of(&mut tx, done))
+        };
+        if !done {
+            self.update_interest();
+        }
         self.tell_engine(drained);
     }
 
@@ -356,128 +425,20 @@ impl TcpConn {
         let Some(mut job) = tx.job.take() else {
             return false;
         };
-        let crc_on = tx.enc.crc_enabled();
-        for _ in 0..BATCH_FPDUS {
-            let hdr_len = match job.kind {
-                JobKind::Send { .. } => UNTAGGED_HEADER_LEN,
-                _ => TAGGED_HEADER_LEN,
-            };
-            let max_pay = tx.mulpdu.saturating_sub(hdr_len).max(1) as u64;
-            let pay = (job.total - job.off).min(max_pay);
-            let last = job.off + pay == job.total;
-            let seg = match job.kind {
-                JobKind::Send {
-                    msn,
-                    solicited,
-                    invalidate,
-                } => Segment::Send {
-                    last,
-                    msn,
-                    mo: job.off as u32,
-                    solicited,
-                    invalidate_stag: invalidate,
-                    payload: &[],
-                },
-                JobKind::Write { stag, to } | JobKind::WriteImmed { stag, to, .. } => {
-                    Segment::Write {
-                        last,
-                        stag,
-                        to: to.wrapping_add(job.off),
-                        payload: &[],
-                    }
-                }
-                JobKind::ReadResp { stag, to } => Segment::ReadResponse {
-                    last,
-                    stag,
-                    to: to.wrapping_add(job.off),
-                    payload: &[],
-                },
-            };
-            let mut hdr = [0u8; MAX_SEGMENT_HEADER_LEN];
-            let Ok(n) = seg.emit_header(&mut hdr) else {
-                break;
-            };
-            let ulpdu_len = n + pay as usize;
-            let a = tx.frames.len();
-            tx.frames
-                .extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
-            tx.frames.extend_from_slice(&hdr[..n]);
-            let b = tx.frames.len();
-            tx.pieces.push(Piece::Frame(a, b));
-            let mut crc = crc_on.then(crc::Crc32c::new);
-            if let Some(c) = crc.as_mut() {
-                c.update(&tx.frames[a..b]);
-            }
-            // Payload pieces: [off, off+pay) over the gather list.
-            for (i, at, k) in seg_span(&job.segs, job.off, pay as usize) {
-                let s = &job.segs[i];
-                match crc.as_mut() {
-                    // With CRC the payload is copied into the frame: the bytes that go out must
-                    // be the bytes the CRC covers, and registered memory may change (a peer's
-                    // Write into what it reads) while the batch waits for the socket.
-                    Some(c) => {
-                        let a = tx.frames.len();
-                        tx.frames.resize(a + k, 0);
-                        if !s.region.copy_out(s.offset + at, &mut tx.frames[a..]) {
-                            // Revoked (the range is inside the segment): nothing of this
-                            // batch has gone out (`at` and `skip` are 0), so the stream is at
-                            // an FPDU boundary. The job is dropped.
-                            return self.revoked(tx);
-                        }
-                        c.update(&tx.frames[a..]);
-                        tx.pieces.push(Piece::Frame(a, a + k));
-                    }
-                    None => tx.pieces.push(Piece::Mem {
-                        seg: i,
-                        offset: s.offset + at,
-                        len: k,
-                    }),
-                }
-            }
-            let a = tx.frames.len();
-            let pad = pad_len(ulpdu_len);
-            tx.frames.extend_from_slice(&[0u8; 3][..pad]);
-            if let Some(c) = crc.as_mut() {
-                c.update(&tx.frames[a..]);
-            }
-            let crc_bytes = crc.map(|c| c.wire_bytes()).unwrap_or([0; 4]);
-            tx.frames.extend_from_slice(&crc_bytes);
-            let b = tx.frames.len();
-            tx.pieces.push(Piece::Frame(a, b));
-            debug_assert_eq!(fpdu_len(ulpdu_len), 2 + ulpdu_len + pad + 4, "FPDU framing");
-            job.off += pay;
-            if last {
-                if let JobKind::WriteImmed {
-                    msn,
-                    solicited,
-                    immediate,
-                    ..
-                } = job.kind
-                {
-                    // The Immediate Data goes right behind the Write's last segment, in the same
-                    // job: the WR completes once both are written, and the peer's receive
-                    // completes only after the Write is placed (TCP keeps the order).
-                    let imm = Segment::ImmediateData {
-                        msn,
-                        solicited,
-                        // start_job checked that the length fits 32 bits.
-                        data: write_immed_data(immediate, job.total as u32),
-                    };
-                    let a = tx.frames.len();
-                    let framed = tx.enc.encode_segment(&imm, &mut tx.frames);
-                    debug_assert!(framed.is_ok(), "a 26-byte ULPDU always frames");
-                    let b = tx.frames.len();
-                    tx.pieces.push(Piece::Frame(a, b));
-                }
-                job.framed_last = true;
-                break;
-            }
+        let copy = tx.enc.crc_enabled();
+        if frame_job(tx, &mut job, copy, BATCH_FPDUS).is_err() {
+            // Revoked (the range is inside the segment): nothing of this batch has gone out
+            // (`at` and `skip` are 0), so the stream is at an FPDU boundary. The job is dropped.
+            return self.revoked(tx);
         }
         tx.job = Some(job);
         true
     }
 
-    pub(super) fn start_job(&self, tx: &mut Tx, msg: OutMsg<'_>) -> Result<(), TxOutcome> {
+    /// Takes `msg` for writing: as the job (written from registered memory by `flush_locked`),
+    /// or, while the engine holds a batch (`Tx::held`) and the message is small, framed whole
+    /// into the batch with its payload copied (Ok(true): nothing more to do until the flush).
+    pub(super) fn start_job(&self, tx: &mut Tx, msg: OutMsg<'_>) -> Result<bool, TxOutcome> {
         let (kind, payload) = match msg {
             OutMsg::Send {
                 solicited,
@@ -553,8 +514,18 @@ impl TcpConn {
                         source_to: src_to,
                     },
                 };
+                if tx.can_hold() {
+                    tx.start_held();
+                    let a = tx.frames.len();
+                    if tx.enc.encode_segment(&seg, &mut tx.frames).is_ok() {
+                        let b = tx.frames.len();
+                        tx.pieces.push(Piece::Frame(a, b));
+                        return Ok(true);
+                    }
+                    tx.frames.truncate(a);
+                }
                 return if tx.push_segment(&seg) {
-                    Ok(())
+                    Ok(false)
                 } else {
                     Err(TxOutcome::Broken)
                 };
@@ -568,19 +539,147 @@ impl TcpConn {
         if matches!(kind, JobKind::Send { .. }) && u32::try_from(payload.len()).is_err() {
             return Err(TxOutcome::Failed(DtoStatus::LocalLength));
         }
-        tx.job = Some(TxJob {
+        let mut job = TxJob {
             kind,
             total: payload.len(),
             segs,
             off: 0,
             framed_last: false,
-        });
+        };
+        if job.total <= HOLD_COPY_MAX && tx.can_hold() {
+            tx.start_held();
+            let (f, p) = (tx.frames.len(), tx.pieces.len());
+            if frame_job(tx, &mut job, true, usize::MAX).is_ok() && job.framed_last {
+                return Ok(true);
+            }
+            // A region was revoked: the ordinary path below reports it as ever.
+            tx.frames.truncate(f);
+            tx.pieces.truncate(p);
+            job.off = 0;
+            job.framed_last = false;
+        }
+        tx.job = Some(job);
         tx.abandon = false;
-        Ok(())
+        Ok(false)
     }
 }
 
+/// A region a message is sent from was revoked while it was being framed.
+struct Revoked;
+
+/// Frames up to `max` FPDUs of `job` behind what the batch holds (`tx.frames`, `tx.pieces`).
+/// `copy`: the payload is copied into the frames (always with CRC; a held message, which must
+/// not depend on registered memory once `transmit` returned); otherwise the pieces point into
+/// the job's registered memory. Err when a region of the job was revoked: the batch then
+/// holds a partial FPDU (the caller drops or cuts it).
+fn frame_job(tx: &mut Tx, job: &mut TxJob, copy: bool, max: usize) -> Result<(), Revoked> {
+    let crc_on = tx.enc.crc_enabled();
+    for _ in 0..max {
+        let hdr_len = match job.kind {
+            JobKind::Send { .. } => UNTAGGED_HEADER_LEN,
+            _ => TAGGED_HEADER_LEN,
+        };
+        let max_pay = tx.mulpdu.saturating_sub(hdr_len).max(1) as u64;
+        let pay = (job.total - job.off).min(max_pay);
+        let last = job.off + pay == job.total;
+        let seg = job.kind.segment(job.off, last, &[]);
+        let mut hdr = [0u8; MAX_SEGMENT_HEADER_LEN];
+        let Ok(n) = seg.emit_header(&mut hdr) else {
+            break;
+        };
+        let ulpdu_len = n + pay as usize;
+        let a = tx.frames.len();
+        tx.frames
+            .extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
+        tx.frames.extend_from_slice(&hdr[..n]);
+        let b = tx.frames.len();
+        tx.pieces.push(Piece::Frame(a, b));
+        let mut crc = crc_on.then(crc::Crc32c::new);
+        if let Some(c) = crc.as_mut() {
+            c.update(&tx.frames[a..b]);
+        }
+        // Payload pieces: [off, off+pay) over the gather list.
+        for (i, at, k) in seg_span(&job.segs, job.off, pay as usize) {
+            let s = &job.segs[i];
+            if copy {
+                // Copied into the frame: with CRC the bytes that go out must be the bytes
+                // the CRC covers, and registered memory may change (a peer's Write into
+                // what it reads) while the batch waits for the socket.
+                let a = tx.frames.len();
+                tx.frames.resize(a + k, 0);
+                if !s.region.copy_out(s.offset + at, &mut tx.frames[a..]) {
+                    return Err(Revoked);
+                }
+                if let Some(c) = crc.as_mut() {
+                    c.update(&tx.frames[a..]);
+                }
+                tx.pieces.push(Piece::Frame(a, a + k));
+            } else {
+                tx.pieces.push(Piece::Mem {
+                    seg: i,
+                    offset: s.offset + at,
+                    len: k,
+                });
+            }
+        }
+        let a = tx.frames.len();
+        let pad = pad_len(ulpdu_len);
+        tx.frames.extend_from_slice(&[0u8; 3][..pad]);
+        if let Some(c) = crc.as_mut() {
+            c.update(&tx.frames[a..]);
+        }
+        let crc_bytes = crc.map(|c| c.wire_bytes()).unwrap_or([0; 4]);
+        tx.frames.extend_from_slice(&crc_bytes);
+        let b = tx.frames.len();
+        tx.pieces.push(Piece::Frame(a, b));
+        debug_assert_eq!(fpdu_len(ulpdu_len), 2 + ulpdu_len + pad + 4, "FPDU framing");
+        job.off += pay;
+        if last {
+            if let Some(imm) = job.kind.immediate(job.total) {
+                // The Immediate Data goes right behind the Write's last segment, in the same
+                // job: the WR completes once both are written, and the peer's receive
+                // completes only after the Write is placed (TCP keeps the order).
+                let a = tx.frames.len();
+                let framed = tx.enc.encode_segment(&imm, &mut tx.frames);
+                debug_assert!(framed.is_ok(), "a 26-byte ULPDU always frames");
+                let b = tx.frames.len();
+                tx.pieces.push(Piece::Frame(a, b));
+            }
+            job.framed_last = true;
+            break;
+        }
+    }
+    Ok(())
+}
+
 impl Tx {
+    /// A message may be framed into the current batch now and written later: the engine holds
+    /// a batch, nothing is queued that must go first (control frames, a job not fully framed,
+    /// FPDUs held for the initiator), and the batch is not full.
+    fn can_hold(&self) -> bool {
+        self.held
+            && !self.hold
+            && !self.abandon
+            && self.ctl.is_empty()
+            && self.frames.len() < HOLD_MAX
+            && self
+                .job
+                .as_ref()
+                .is_none_or(|j| j.framed_last && self.at == self.pieces.len())
+    }
+
+    /// Before framing into the batch: a batch fully written is started afresh (and with it
+    /// the job it came from, if any, is done).
+    fn start_held(&mut self) {
+        if self.at == self.pieces.len() {
+            self.frames.clear();
+            self.pieces.clear();
+            self.at = 0;
+            self.skip = 0;
+            self.job = None;
+        }
+    }
+
     /// Frames `seg` as one FPDU and queues it after the current batch. False if it cannot be
     /// framed.
     pub(super) fn push_segment(&mut self, seg: &Segment<'_>) -> bool {
