@@ -209,8 +209,8 @@ impl Shared {
 
     pub(crate) fn modify(&self, conn: &TcpConn, flags: EventFlags) {
         let mut st = lock(&conn.interest);
-        if st.gone {
-            return;
+        if st.gone || (st.flags == flags && (st.attached || !flags.contains(EventFlags::OUT))) {
+            return; // nothing changes (level-triggered: no re-arm needed)
         }
         st.flags = flags;
         conn.wants_out
