@@ -127,3 +127,37 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
     a.close();
     b.close();
 }
+
+#[test]
+fn a_send_waiting_for_a_buffer_is_placed_by_the_thread_that_posts_the_buffer() {
+    // The Send arrives with no receive posted: the link holds it (RNR wait). Posting the
+    // buffer places it before `post_recv` returns, in the posting thread, rather than waking
+    // the progress thread to do it (a wake-up and two context switches per refill).
+    let (a, b) = pair();
+    let src = b.lmr(64 * 8);
+    let dst = a.lmr(64 * 8);
+    for round in 0..20u64 {
+        send(&b, &src, round);
+        // Long enough for the Send to arrive and stall (well inside the 500 ms RNR grace).
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            a.recv_evd.dequeue().unwrap().is_none(),
+            "round {round}: nothing may complete without a buffer"
+        );
+        let slot = round % 64 * 8;
+        a.ep.post_recv(&[dst.triplet(slot, 8)], round, CompletionFlags::empty())
+            .unwrap();
+        // No wait: the completion is queued already.
+        let ev = a.recv_evd.dequeue().unwrap();
+        let ev = ev
+            .unwrap_or_else(|| panic!("round {round}: the receive did not complete in post_recv"));
+        let d = ev.as_dto().unwrap();
+        assert_eq!((d.status, d.cookie.0), (DtoStatus::Success, round));
+        let mut v = [0u8; 8];
+        dst.read(slot as usize, &mut v).unwrap();
+        assert_eq!(u64::from_le_bytes(v), round);
+    }
+    assert_eq!(a.ep.state(), EpState::Connected);
+    a.close();
+    b.close();
+}
