@@ -24,6 +24,7 @@ use dapl::{
 };
 
 use crate::args::{Op, MAX_SIZE};
+use crate::cpu::{self, Cpu};
 use crate::suite::{Kind, Measurement};
 use anyhow::{bail, Context, Result};
 
@@ -42,6 +43,15 @@ pub enum Sample {
         /// Elapsed seconds.
         secs: f64,
     },
+}
+
+/// A sample with the CPU time of its timed loop (`cpu::metered`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// What the loop measured.
+    pub sample: Sample,
+    /// The CPU time the process used during the loop.
+    pub cpu: Cpu,
 }
 
 const MAGIC: [u8; 4] = *b"DPF1";
@@ -485,15 +495,19 @@ impl Client {
         Spec::of(m, self.poll).polls()
     }
 
-    /// Runs one measurement against the server.
-    pub fn measure(&self, m: &Measurement) -> Result<Sample> {
+    /// Runs one measurement against the server, with the CPU time of its timed loop (warm-up
+    /// included; connecting and tearing down are not).
+    pub fn measure(&self, m: &Measurement) -> Result<Measured> {
         let spec = Spec::of(m, self.poll);
         let conn = self.connect(&spec)?;
-        let r = run_client(&conn, m).and_then(|s| {
+        let r = cpu::metered(spec.total, spec.size, || run_client(&conn, m)).and_then(|s| {
             // Graceful: everything queued goes first; the server ends when it sees it.
             conn.ep.disconnect(CloseFlags::Graceful)?;
             conn.wait_end()?;
-            Ok(s)
+            Ok(Measured {
+                sample: s.0,
+                cpu: s.1,
+            })
         });
         conn.teardown();
         r

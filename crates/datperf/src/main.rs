@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod cpu;
 mod dat;
 mod info;
 mod plot;
@@ -191,14 +192,17 @@ impl Baseline {
     }
 }
 
-/// Runs every measurement in rounds (`suite::rounds`), each DAT round followed by its raw TCP
-/// round, so that both figures see the same drift of the machine's speed.
+/// Runs every measurement in rounds (`suite::rounds`), each DAT round followed by its
+/// baseline's round (raw TCP bandwidth: a round of each way of writing, `raw::variants`, in
+/// turns first), so that all figures see the same drift of the machine's speed. `scope` says
+/// whose CPU time the process's figures count.
 fn run_suite(
     client: &dat::Client,
     link: &'static str,
     base: Baseline,
     suite: &[Measurement],
     quick: bool,
+    cpu_scope: cpu::Scope,
 ) -> Result<Vec<Row>> {
     let n = suite.len();
     let progress = Progress::new(suite, quick);
@@ -207,29 +211,52 @@ fn run_suite(
         let name = m.name();
         let head = format!("[{:>2}/{n}] {name:<15} ", i + 1);
         progress.start(&head);
-        let (mut d, mut b) = (Vec::new(), Vec::new());
-        for r in suite::rounds(m, quick) {
+        let mut d = Vec::new();
+        // The baseline's rounds, per variant.
+        let mut b: Vec<(&'static str, Vec<dat::Measured>)> = match base {
+            Baseline::Tcp(_) => raw::variants(m)
+                .iter()
+                .map(|w| (w.name(), Vec::new()))
+                .collect(),
+            Baseline::Shm => vec![("same-host floor", Vec::new())],
+        };
+        for (i, r) in suite::rounds(m, quick).into_iter().enumerate() {
             d.push(
                 client
                     .measure(&r)
                     .with_context(|| format!("{name} (dapl-rs)"))?,
             );
-            b.push(match base {
+            match base {
                 Baseline::Tcp(raw_addr) => {
                     // It waits for its data as the DAT side did for its completions.
                     let poll = client.polls(&r);
-                    raw::measure(raw_addr, &r, poll)
-                        .with_context(|| format!("{name} (raw TCP baseline)"))?
+                    let ways = raw::variants(&r);
+                    for k in 0..ways.len() {
+                        // Each variant goes first in turn.
+                        let v = (k + i) % ways.len();
+                        b[v].1
+                            .push(raw::measure(raw_addr, &r, poll, ways[v]).with_context(
+                                || format!("{name} (raw TCP baseline, {})", ways[v].name()),
+                            )?);
+                    }
                 }
-                Baseline::Shm => shmbase::measure(&r),
-            });
+                Baseline::Shm => b[0]
+                    .1
+                    .push(shmbase::measure(&r).with_context(|| format!("{name} (shm floor)"))?),
+            }
             progress.round_done();
         }
+        let (dat, dat_cpu) = report::combine_measured(m, &d)?;
+        let (base_fig, base_cpu, base_variant) = report::best(m, &b)?;
         let row = Row {
             link,
             m: *m,
-            dat: report::combine(m, &d)?,
-            base: report::combine(m, &b)?,
+            dat,
+            base: base_fig,
+            dat_cpu,
+            base_cpu,
+            base_variant,
+            cpu_scope,
         };
         progress.done(&head, &report::progress_line(&row, base.label()));
         rows.push(row);
@@ -360,7 +387,7 @@ fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
     let rows = dat::Client::open(ia_name, SocketAddr::new(addr.ip(), 0), qual, o.poll)
         .with_context(|| "starting the client side")
         .and_then(|client| {
-            let rows = run_suite(&client, ia_name, base, &suite, o.quick);
+            let rows = run_suite(&client, ia_name, base, &suite, o.quick, cpu::Scope::Both);
             let closed = client.close();
             rows.and_then(|r| closed.map(|()| r))
         });
@@ -443,7 +470,7 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         _ => Baseline::Tcp(raw_addr),
     };
     let link = o.link.name();
-    let rows = run_suite(&client, link, base, &suite, o.quick);
+    let rows = run_suite(&client, link, base, &suite, o.quick, cpu::Scope::Client);
     let closed = client.close();
     let rows = rows?;
     closed?;

@@ -244,6 +244,10 @@ mod tests {
             },
             dat: f(dat),
             base: f(base),
+            dat_cpu: crate::cpu::Cpu::default(),
+            base_cpu: crate::cpu::Cpu::default(),
+            base_variant: None,
+            cpu_scope: crate::cpu::Scope::Both,
         }
     }
 

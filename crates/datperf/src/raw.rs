@@ -4,7 +4,8 @@
 //!
 //! Each measurement is one connection. The client sends a 24-byte header (little endian):
 //! magic `DPR2`, op (0 send, 1 write, 2 read), kind (0 latency, 1 bandwidth, 2 message rate),
-//! flags (bit 0: busy polling, as `dat::Spec::polls`), a reserved byte (0), size u64, total
+//! flags (bit 0: busy polling, as `dat::Spec::polls`; bit 1: chunked writes, see below; a server
+//! of an earlier version refuses bit 1 as an unknown flag), a reserved byte (0), size u64, total
 //! iterations u64 (warm-up included); the fields of the DAT side's connect private data
 //! (`dat.rs`) without its window and buffer. The magic
 //! names the layout: `DPR1` (no flags) is refused, as a header with unknown flags is. Then:
@@ -15,6 +16,19 @@
 //!   staging buffer size) and answers with 8 bytes when it has them all;
 //! - read bandwidth: the client sends an 8-byte request, the server writes `total` messages of
 //!   `size` bytes, the client reads them in chunks of up to 256 KiB.
+//!
+//! Bandwidth (not latency, not message rate) has two ways of writing the same bytes
+//! ([`Writes`]): one `write` per message, or the whole `total * size` stream in writes of
+//! 128 KiB (flag bit 1; a larger message is written in pieces, smaller ones many to a write).
+//! One large blocking `write` per message handicaps plain TCP (in one `bench/compare.sh` run it
+//! moved 4.27 GB/s in 64 KiB writes but 2.33 GB/s in 1 MiB ones), and small ones pay a system
+//! call each; the baseline is the best a plain TCP program gets, the faster of the two, measured
+//! in the same rounds (`main.rs`, `report::best`), and the report names the winner. Buffers
+//! are made before the timed loop and filled with a non-zero byte (a large zeroed allocation
+//! never written reads as the kernel's one zero page, always in cache).
+//!
+//! CPU time: the client meters its timed loop (`cpu::metered`, the whole process: in a
+//! self-contained run the server thread is in it too).
 //!
 //! Completion mode: the baseline finds its data the way the DAT side of the same measurement
 //! finds its completions (`dat::Spec::polls`). Blocking: blocking reads and writes. Polling
@@ -29,7 +43,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::args::{Op, MAX_SIZE};
-use crate::dat::{busy_poll, Sample};
+use crate::cpu;
+use crate::dat::{busy_poll, Measured, Sample};
 use crate::suite::{Kind, Measurement};
 use anyhow::{bail, Context, Error, Result};
 
@@ -37,6 +52,40 @@ use anyhow::{bail, Context, Error, Result};
 const MAGIC: [u8; 4] = *b"DPR2";
 /// Header flag: both sides busy-poll.
 const FLAG_POLL: u8 = 1;
+/// Header flag: the writer writes the stream in `WRITE_CHUNK` pieces.
+const FLAG_CHUNKED: u8 = 2;
+/// The write size of the chunked variant.
+pub const WRITE_CHUNK: usize = 128 * 1024;
+/// The byte written buffers are filled with.
+const FILL: u8 = 0x5a;
+
+/// How the bandwidth baseline's writer writes its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// One `write` per message (latency and message rate always write this way).
+    Message,
+    /// The same bytes in writes of `WRITE_CHUNK` (a message larger than that is written in
+    /// pieces; smaller ones are written many to a piece).
+    Chunked,
+}
+
+impl Writes {
+    /// The name the table and `--json` carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Writes::Message => "message writes",
+            Writes::Chunked => "128KiB writes",
+        }
+    }
+}
+
+/// The ways of writing the baseline of `m` is measured in: both for bandwidth, else one.
+pub fn variants(m: &Measurement) -> &'static [Writes] {
+    match m.kind {
+        Kind::Bw => &[Writes::Message, Writes::Chunked],
+        Kind::Lat | Kind::Rate => &[Writes::Message],
+    }
+}
 const HEADER_LEN: usize = 24;
 const CHUNK: usize = 256 * 1024;
 const QUIT: u8 = 255;
@@ -50,6 +99,8 @@ struct Header {
     kind: u8,
     /// Busy polling on both sides (else blocking).
     poll: bool,
+    /// Chunked writes (bandwidth only).
+    chunked: bool,
     size: u64,
     total: u64,
 }
@@ -60,7 +111,7 @@ impl Header {
         b[..4].copy_from_slice(&MAGIC);
         b[4] = self.op;
         b[5] = self.kind;
-        b[6] = if self.poll { FLAG_POLL } else { 0 };
+        b[6] = if self.poll { FLAG_POLL } else { 0 } | if self.chunked { FLAG_CHUNKED } else { 0 };
         b[8..16].copy_from_slice(&self.size.to_le_bytes());
         b[16..24].copy_from_slice(&self.total.to_le_bytes());
         b
@@ -73,7 +124,7 @@ impl Header {
                 "not a datperf baseline header (or one of another datperf version)",
             ));
         }
-        if b[6] & !FLAG_POLL != 0 || b[7] != 0 {
+        if b[6] & !(FLAG_POLL | FLAG_CHUNKED) != 0 || b[7] != 0 {
             return Err(bad(
                 "unknown flags in the baseline header (another datperf version?)",
             ));
@@ -87,6 +138,7 @@ impl Header {
             op: b[4],
             kind: b[5],
             poll: b[6] & FLAG_POLL != 0,
+            chunked: b[6] & FLAG_CHUNKED != 0,
             size,
             total,
         };
@@ -94,10 +146,13 @@ impl Header {
         {
             return Err(bad("baseline parameters out of range"));
         }
+        if h.chunked && h.kind != 1 {
+            return Err(bad("chunked writes are for bandwidth only"));
+        }
         Ok(h)
     }
 
-    fn of(m: &Measurement, poll: bool) -> Header {
+    fn of(m: &Measurement, poll: bool, writes: Writes) -> Header {
         Header {
             op: match m.op {
                 Op::Send => 0,
@@ -110,6 +165,7 @@ impl Header {
                 Kind::Rate => 2,
             },
             poll,
+            chunked: writes == Writes::Chunked,
             size: m.size,
             total: m.warmup + m.iters,
         }
@@ -172,6 +228,7 @@ pub fn quit(addr: SocketAddr) -> Result<()> {
         op: 0,
         kind: QUIT,
         poll: false,
+        chunked: false,
         size: 0,
         total: 0,
     };
@@ -265,6 +322,41 @@ fn drain(s: &mut Link, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// The buffer `write_stream` writes from (made before the timed loop): one message, or for
+/// chunked writes at least one chunk.
+fn stream_buf(h: &Header) -> Vec<u8> {
+    let size = h.size as usize;
+    vec![
+        FILL;
+        if h.chunked {
+            size.max(WRITE_CHUNK)
+        } else {
+            size
+        }
+    ]
+}
+
+/// Writes the `total` messages of `h` (size `h.size`) from `buf` (`stream_buf`): one
+/// `write_all` each, or the same bytes in `WRITE_CHUNK` pieces.
+fn write_stream(s: &mut Link, h: &Header, buf: &[u8]) -> io::Result<()> {
+    if !h.chunked {
+        for _ in 0..h.total {
+            s.write_all(buf)?;
+        }
+        return Ok(());
+    }
+    let (mut left, mut off) = (h.total * h.size, 0usize);
+    while left > 0 {
+        let n = WRITE_CHUNK
+            .min(buf.len() - off)
+            .min(usize::try_from(left).unwrap_or(usize::MAX));
+        s.write_all(&buf[off..off + n])?;
+        off = (off + n) % buf.len();
+        left -= n as u64;
+    }
+    Ok(())
+}
+
 /// Serves one connection; `Ok(true)` for the quit header.
 fn serve_one(s: TcpStream) -> io::Result<bool> {
     // The header is read blocking: it says how to go on.
@@ -276,24 +368,21 @@ fn serve_one(s: TcpStream) -> io::Result<bool> {
         return Ok(true);
     }
     s.set_poll(h.poll)?;
-    let size = h.size as usize;
     match (h.kind, h.op) {
         (0, _) => {
             let (req, resp) = h.round();
             let mut inb = vec![0u8; req];
-            let out = vec![0u8; resp];
+            let out = vec![FILL; resp];
             for _ in 0..h.total {
                 s.read_exact(&mut inb)?;
                 s.write_all(&out)?;
             }
         }
         (_, 2) => {
+            let out = stream_buf(&h);
             let mut go = [0u8; 8];
             s.read_exact(&mut go)?;
-            let out = vec![0u8; size];
-            for _ in 0..h.total {
-                s.write_all(&out)?;
-            }
+            write_stream(&mut s, &h, &out)?;
         }
         _ => {
             let mut buf = vec![0u8; CHUNK];
@@ -310,13 +399,35 @@ fn serve_one(s: TcpStream) -> io::Result<bool> {
 }
 
 /// Runs the baseline of `m` against the server at `addr`, busy-polling on both sides if `poll`
-/// (pass what the DAT side of `m` does, `dat::Client::polls`), else blocking.
-pub fn measure(addr: SocketAddr, m: &Measurement, poll: bool) -> Result<Sample> {
+/// (pass what the DAT side of `m` does, `dat::Client::polls`), else blocking, writing as
+/// `writes` says (one of `variants(m)`); with the CPU time of its timed loop (warm-up included).
+pub fn measure(addr: SocketAddr, m: &Measurement, poll: bool, writes: Writes) -> Result<Measured> {
+    if !variants(m).contains(&writes) {
+        bail!(
+            "{}: the raw TCP baseline has no {}",
+            m.name(),
+            writes.name()
+        );
+    }
     let s = TcpStream::connect(addr)
         .with_context(|| format!("connecting to the raw TCP baseline at {addr}"))?;
     let mut s = Link::new(s, poll)?;
-    let h = Header::of(m, poll);
-    let sample = run_client(&mut s, &h, m).map_err(|e| match e.kind() {
+    let h = Header::of(m, poll, writes);
+    // The buffers are made before the timed loop, as the DAT side's are.
+    let (out, mut inb) = match m.kind {
+        Kind::Lat => {
+            let (req, resp) = h.round();
+            (vec![FILL; req], vec![0u8; resp])
+        }
+        _ if m.op == Op::Read => (Vec::new(), vec![0u8; CHUNK]),
+        _ => (stream_buf(&h), Vec::new()),
+    };
+    let r = s.write_all(&h.encode()).and_then(|()| {
+        cpu::metered(h.total, h.size, || {
+            run_client(&mut s, &h, m, &out, &mut inb)
+        })
+    });
+    let (sample, cpu) = r.map_err(|e| match e.kind() {
         // A server that refuses the header (another datperf version) just closes.
         io::ErrorKind::UnexpectedEof
         | io::ErrorKind::ConnectionReset
@@ -331,22 +442,24 @@ pub fn measure(addr: SocketAddr, m: &Measurement, poll: bool) -> Result<Sample> 
             bail!("no latency samples");
         }
     }
-    Ok(sample)
+    Ok(Measured { sample, cpu })
 }
 
-fn run_client(s: &mut Link, h: &Header, m: &Measurement) -> io::Result<Sample> {
-    s.write_all(&h.encode())?;
-    let size = m.size as usize;
+/// The client's timed loop (the header is sent), writing from `out` and reading into `inb`.
+fn run_client(
+    s: &mut Link,
+    h: &Header,
+    m: &Measurement,
+    out: &[u8],
+    inb: &mut [u8],
+) -> io::Result<Sample> {
     Ok(match m.kind {
         Kind::Lat => {
-            let (req, resp) = h.round();
-            let out = vec![0u8; req];
-            let mut inb = vec![0u8; resp];
             let mut v = Vec::with_capacity(m.iters as usize);
             for i in 0..h.total {
                 let t0 = Instant::now();
-                s.write_all(&out)?;
-                s.read_exact(&mut inb)?;
+                s.write_all(out)?;
+                s.read_exact(inb)?;
                 let t = t0.elapsed().as_secs_f64() * 1e6;
                 if i >= m.warmup {
                     // Read latency is a full round trip; send and write report half of one.
@@ -356,10 +469,9 @@ fn run_client(s: &mut Link, h: &Header, m: &Measurement) -> io::Result<Sample> {
             Sample::Lat(v)
         }
         Kind::Bw | Kind::Rate if m.op == Op::Read => {
-            let mut buf = vec![0u8; CHUNK];
             let t0 = Instant::now();
             s.write_all(&[0u8; 8])?;
-            drain(s, h.total * h.size, &mut buf)?;
+            drain(s, h.total * h.size, inb)?;
             Sample::Bw {
                 bytes: h.total * h.size,
                 msgs: h.total,
@@ -367,11 +479,8 @@ fn run_client(s: &mut Link, h: &Header, m: &Measurement) -> io::Result<Sample> {
             }
         }
         Kind::Bw | Kind::Rate => {
-            let out = vec![0u8; size];
             let t0 = Instant::now();
-            for _ in 0..h.total {
-                s.write_all(&out)?;
-            }
+            write_stream(s, h, out)?;
             let mut ack = [0u8; 8];
             s.read_exact(&mut ack)?;
             Sample::Bw {
@@ -389,23 +498,25 @@ mod tests {
 
     #[test]
     fn header_round_trips_and_checks() {
-        for poll in [false, true] {
+        for (poll, chunked) in [(false, false), (true, false), (false, true), (true, true)] {
             let h = Header {
                 op: 1,
                 kind: 1,
                 poll,
+                chunked,
                 size: 4096,
                 total: 99,
             };
             let b = h.encode();
             assert_eq!(&b[..4], b"DPR2");
-            assert_eq!((b[6], b[7]), (u8::from(poll), 0));
+            assert_eq!((b[6], b[7]), (u8::from(poll) | (2 * u8::from(chunked)), 0));
             assert_eq!(Header::decode(&b).unwrap(), h);
         }
         let h = Header {
             op: 0,
             kind: 0,
             poll: true,
+            chunked: false,
             size: 8,
             total: 10,
         };
@@ -419,7 +530,11 @@ mod tests {
         let mut b = h.encode();
         b[8..16].copy_from_slice(&0u64.to_le_bytes());
         assert!(Header::decode(&b).is_err());
-        for (at, v) in [(6, 2), (6, 0x81), (7, 1)] {
+        // Chunked writes are for bandwidth only.
+        let mut b = h.encode();
+        b[6] |= FLAG_CHUNKED;
+        assert!(Header::decode(&b).is_err());
+        for (at, v) in [(6, 4), (6, 0x81), (7, 1)] {
             let mut b = h.encode();
             b[at] = v;
             assert!(Header::decode(&b).is_err(), "byte {at} = {v:#x}");
@@ -449,17 +564,76 @@ mod tests {
                     iters: 20,
                     warmup: if kind == Kind::Lat { 2 } else { 0 },
                 };
-                match measure(addr, &m, poll).unwrap() {
-                    Sample::Lat(v) => assert_eq!(v.len(), 20),
-                    Sample::Bw { bytes, msgs, secs } => {
-                        assert_eq!((bytes, msgs), (20 * size, 20));
-                        assert!(secs > 0.0);
+                for &w in variants(&m) {
+                    let r = measure(addr, &m, poll, w).unwrap();
+                    match &r.sample {
+                        Sample::Lat(v) => assert_eq!(v.len(), 20),
+                        Sample::Bw { bytes, msgs, secs } => {
+                            assert_eq!((*bytes, *msgs), (20 * size, 20));
+                            assert!(*secs > 0.0);
+                        }
                     }
+                    let total = m.warmup + m.iters;
+                    assert_eq!((r.cpu.ops, r.cpu.bytes), (total, total * size));
+                    assert!(r.cpu.secs >= 0.0, "{r:?}");
                 }
             }
         }
         quit(addr).unwrap();
         t.join().unwrap().unwrap();
+    }
+
+    /// Both ways of writing move exactly the stream's bytes, for messages smaller than a chunk
+    /// (not dividing it), of one, and larger.
+    #[test]
+    fn chunked_writes_move_the_same_bytes() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        for (size, total) in [
+            (3000u64, 100u64),
+            (WRITE_CHUNK as u64, 3),
+            (1 << 20, 3),
+            (8, 1000),
+        ] {
+            for chunked in [false, true] {
+                let reader = std::thread::spawn({
+                    let l = l.try_clone().unwrap();
+                    move || {
+                        let (mut s, _) = l.accept().unwrap();
+                        let mut v = Vec::new();
+                        s.read_to_end(&mut v).unwrap();
+                        v
+                    }
+                });
+                let h = Header {
+                    op: 0,
+                    kind: 1,
+                    poll: false,
+                    chunked,
+                    size,
+                    total,
+                };
+                let mut s = Link::new(TcpStream::connect(addr).unwrap(), false).unwrap();
+                let buf = stream_buf(&h);
+                assert_eq!(
+                    buf.len(),
+                    if chunked {
+                        (size as usize).max(WRITE_CHUNK)
+                    } else {
+                        size as usize
+                    }
+                );
+                write_stream(&mut s, &h, &buf).unwrap();
+                drop(s);
+                let got = reader.join().unwrap();
+                assert_eq!(
+                    got.len() as u64,
+                    size * total,
+                    "{size} x {total}, {chunked}"
+                );
+                assert!(got.iter().all(|&b| b == FILL));
+            }
+        }
     }
 
     /// The server learns the mode from the header; a server that refuses the header is
@@ -486,8 +660,11 @@ mod tests {
             iters: 5,
             warmup: 0,
         };
+        assert!(measure(addr, &m, false, Writes::Chunked).is_err());
         for poll in [true, false] {
-            let e = measure(addr, &m, poll).unwrap_err().to_string();
+            let e = measure(addr, &m, poll, Writes::Message)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("datperf server of this version"), "{e}");
         }
         assert_eq!(t.join().unwrap(), [true, false]);

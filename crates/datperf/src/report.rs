@@ -4,7 +4,8 @@ use std::io;
 
 use serde::Serialize;
 
-use crate::dat::Sample;
+use crate::cpu::{Cpu, Scope};
+use crate::dat::{Measured, Sample};
 use crate::suite::{Kind, Measurement};
 use anyhow::{bail, Result};
 
@@ -17,7 +18,7 @@ pub struct Figure {
     pub p99: Option<f64>,
 }
 
-/// A measurement with its DAT figure and its raw TCP baseline.
+/// A measurement with its DAT figure and its baseline (raw TCP, or the shm floors).
 #[derive(Debug, Clone)]
 pub struct Row {
     /// The link of the DAT side ("tcp", "shm", "loopback").
@@ -26,14 +27,29 @@ pub struct Row {
     pub m: Measurement,
     /// The dapl-rs figure.
     pub dat: Figure,
-    /// The raw TCP figure of the same run.
+    /// The baseline's figure of the same run.
     pub base: Figure,
+    /// The CPU time of the DAT side's timed loops, every round pooled.
+    pub dat_cpu: Cpu,
+    /// The CPU time of the baseline's timed loops (of the variant reported), rounds pooled.
+    pub base_cpu: Cpu,
+    /// The variant of the baseline reported, when it had several (raw TCP bandwidth:
+    /// `raw::Writes::name`, the faster one).
+    pub base_variant: Option<&'static str>,
+    /// Whose CPU time both CPU figures count.
+    pub cpu_scope: Scope,
 }
 
 impl Row {
     /// `dat / base`, from the values as reported.
     pub fn ratio(&self) -> f64 {
         round_sig(self.dat.value) / round_sig(self.base.value)
+    }
+
+    /// CPU time per operation (the same as per byte), `dat / base`, from the values as
+    /// reported: lower is better.
+    pub fn cpu_ratio(&self) -> f64 {
+        round_sig(self.dat_cpu.us_per_op()) / round_sig(self.base_cpu.us_per_op())
     }
 }
 
@@ -115,6 +131,40 @@ pub fn combine(m: &Measurement, samples: &[Sample]) -> Result<Figure> {
     })
 }
 
+/// The figure of rounds with their CPU time pooled (`combine`, `Cpu::sum`).
+pub fn combine_measured(m: &Measurement, rounds: &[Measured]) -> Result<(Figure, Cpu)> {
+    let samples: Vec<Sample> = rounds.iter().map(|r| r.sample.clone()).collect();
+    let f = combine(m, &samples)?;
+    Ok((f, Cpu::sum(rounds.iter().map(|r| &r.cpu))))
+}
+
+/// Whether figure `a` of `m` is better than `b`: lower latency, higher bandwidth or rate.
+fn better(m: &Measurement, a: &Figure, b: &Figure) -> bool {
+    match m.kind {
+        Kind::Lat => a.value < b.value,
+        Kind::Bw | Kind::Rate => a.value > b.value,
+    }
+}
+
+/// The baseline of `m` measured in several ways, each with its rounds: the figure and CPU
+/// time of the best way (the first of equals), and its name if there was more than one.
+pub fn best(
+    m: &Measurement,
+    variants: &[(&'static str, Vec<Measured>)],
+) -> Result<(Figure, Cpu, Option<&'static str>)> {
+    let mut won: Option<(Figure, Cpu, &'static str)> = None;
+    for (name, rounds) in variants {
+        let (f, c) = combine_measured(m, rounds)?;
+        if won.as_ref().is_none_or(|w| better(m, &f, &w.0)) {
+            won = Some((f, c, name));
+        }
+    }
+    let Some((f, c, name)) = won else {
+        bail!("{}: no baseline measured", m.name());
+    };
+    Ok((f, c, (variants.len() > 1).then_some(name)))
+}
+
 /// Rounds to 6 significant digits (what the JSON carries).
 pub fn round_sig(x: f64) -> f64 {
     if x == 0.0 || !x.is_finite() {
@@ -148,29 +198,63 @@ fn cell(f: &Figure, unit: &str) -> String {
     }
 }
 
+/// The baseline's cell: its figure, and the variant reported when there was a choice (its
+/// name's first word: `[message]`, `[128KiB]`).
+fn base_cell(r: &Row) -> String {
+    let c = cell(&r.base, r.m.unit());
+    match r.base_variant {
+        Some(v) => format!("{c} [{}]", v.split(' ').next().unwrap_or(v)),
+        None => c,
+    }
+}
+
+/// CPU time per operation (`us/op`: latency and rate) or per byte (`ns/B`, which is also
+/// seconds per GB: bandwidth).
+fn cpu_cell(m: &Measurement, c: &Cpu) -> String {
+    match m.kind {
+        Kind::Bw => format!("{} ns/B", num(c.ns_per_byte())),
+        Kind::Lat | Kind::Rate => format!("{} us/op", num(c.us_per_op())),
+    }
+}
+
 /// The progress line of a finished measurement (stderr); `base` names the baseline.
 pub fn progress_line(r: &Row, base: &str) -> String {
-    let unit = r.m.unit();
     format!(
-        "datperf {}   {base} {}   ratio {:.2}",
-        cell(&r.dat, unit),
-        cell(&r.base, unit),
-        r.ratio()
+        "datperf {}   {base} {}   ratio {:.2}   CPU {} / {}, ratio {:.2}",
+        cell(&r.dat, r.m.unit()),
+        base_cell(r),
+        r.ratio(),
+        cpu_cell(&r.m, &r.dat_cpu),
+        cpu_cell(&r.m, &r.base_cpu),
+        r.cpu_ratio()
     )
 }
 
-/// The table: one row per measurement; `base` names the baseline column.
+/// The table: one row per measurement, its figures and CPU times; `base` names the baseline
+/// columns.
 pub fn table(title: &str, rows: &[Row], base: &str) -> String {
-    let head = ["measurement", "datperf", base, "ratio"];
-    let body: Vec<[String; 4]> = rows
+    const N: usize = 7;
+    let cpu_base = format!("CPU {base}");
+    let head = [
+        "measurement",
+        "datperf",
+        base,
+        "ratio",
+        "CPU datperf",
+        &cpu_base,
+        "CPU ratio",
+    ];
+    let body: Vec<[String; N]> = rows
         .iter()
         .map(|r| {
-            let unit = r.m.unit();
             [
                 r.m.name(),
-                cell(&r.dat, unit),
-                cell(&r.base, unit),
+                cell(&r.dat, r.m.unit()),
+                base_cell(r),
                 format!("{:.2}", r.ratio()),
+                cpu_cell(&r.m, &r.dat_cpu),
+                cpu_cell(&r.m, &r.base_cpu),
+                format!("{:.2}", r.cpu_ratio()),
             ]
         })
         .collect();
@@ -181,33 +265,40 @@ pub fn table(title: &str, rows: &[Row], base: &str) -> String {
         }
     }
     let mut out = format!("{title}\n");
-    let line = |c: [&str; 4]| {
-        format!(
-            "{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}\n",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3]
-        )
+    let line = |c: [&str; N]| {
+        let mut l = format!("{:<w$}", c[0], w = w[0]);
+        for i in 1..N {
+            l.push_str(&format!("  {:>w$}", c[i], w = w[i]));
+        }
+        l.push('\n');
+        l
     };
     out.push_str(&line(head));
-    out.push_str(&line([
-        &"-".repeat(w[0]),
-        &"-".repeat(w[1]),
-        &"-".repeat(w[2]),
-        &"-".repeat(w[3]),
-    ]));
+    let rules = w.map(|n| "-".repeat(n));
+    out.push_str(&line(rules.each_ref().map(String::as_str)));
     for b in &body {
-        out.push_str(&line([&b[0], &b[1], &b[2], &b[3]]));
+        out.push_str(&line(b.each_ref().map(String::as_str)));
     }
     out.push_str(&format!(
         "ratio = datperf / {base} of the same run: lower is better for latency (us), \
          higher for bandwidth (GB/s = 10^9 B/s) and rate\n"
     ));
+    if let Some(r) = rows.first() {
+        out.push_str(&format!(
+            "CPU = user + system time of {} during the timed loops (warm-up included), per \
+             operation (us/op; latency: one iteration, request and reply; rate: one message) or \
+             per payload byte (ns/B = CPU seconds per GB); CPU ratio = datperf / {base}: lower is \
+             better\n",
+            r.cpu_scope.describe()
+        ));
+    }
+    if rows.iter().any(|r| r.base_variant.is_some()) {
+        out.push_str(&format!(
+            "[message] / [128KiB]: the {base} bandwidth figure is the faster of one write per \
+             message and writes of 128 KiB of the same bytes, measured in the same rounds; the \
+             tag says which it was\n"
+        ));
+    }
     out
 }
 
@@ -220,6 +311,13 @@ struct JsonRow<'a> {
     value: f64,
     baseline: f64,
     ratio: f64,
+    baseline_variant: Option<&'a str>,
+    cpu_scope: &'a str,
+    cpu_us_per_op: f64,
+    cpu_ns_per_byte: f64,
+    baseline_cpu_us_per_op: f64,
+    baseline_cpu_ns_per_byte: f64,
+    cpu_ratio: f64,
 }
 
 /// serde_json's layout for datperf: a top-level array holds one element per line, and
@@ -306,8 +404,12 @@ pub fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
     String::from_utf8(buf).unwrap_or_default()
 }
 
-/// The JSON array: `{"link", "name", "unit", "value", "baseline", "ratio"}` per measurement,
-/// in that key order, one per line.
+/// The JSON array, one object per measurement and line, keys in this order: `link`, `name`,
+/// `unit`, `value`, `baseline`, `ratio`; `baseline_variant` (which variant the baseline figure
+/// is: `"message writes"` or `"128KiB writes"` for raw TCP bandwidth, else null); `cpu_scope`
+/// (`"both"` sides or the `"client"` only); `cpu_us_per_op`, `cpu_ns_per_byte`,
+/// `baseline_cpu_us_per_op`, `baseline_cpu_ns_per_byte` (CPU time of the timed loops per
+/// operation and per payload byte, every row), `cpu_ratio` (datperf / baseline).
 pub fn json(rows: &[Row]) -> String {
     let items: Vec<JsonRow<'_>> = rows
         .iter()
@@ -318,6 +420,13 @@ pub fn json(rows: &[Row]) -> String {
             value: round_sig(r.dat.value),
             baseline: round_sig(r.base.value),
             ratio: round_sig(r.ratio()),
+            baseline_variant: r.base_variant,
+            cpu_scope: r.cpu_scope.name(),
+            cpu_us_per_op: round_sig(r.dat_cpu.us_per_op()),
+            cpu_ns_per_byte: round_sig(r.dat_cpu.ns_per_byte()),
+            baseline_cpu_us_per_op: round_sig(r.base_cpu.us_per_op()),
+            baseline_cpu_ns_per_byte: round_sig(r.base_cpu.ns_per_byte()),
+            cpu_ratio: round_sig(r.cpu_ratio()),
         })
         .collect();
     to_json(&items)
@@ -384,6 +493,66 @@ mod tests {
         assert!(combine(&m(Kind::Bw), &[]).is_err());
     }
 
+    fn measured(kind: Kind, secs: f64, cpu_secs: f64) -> Measured {
+        Measured {
+            sample: match kind {
+                Kind::Lat => Sample::Lat(vec![secs * 1e6]),
+                _ => Sample::Bw {
+                    bytes: 1_000_000_000,
+                    msgs: 1_000,
+                    secs,
+                },
+            },
+            cpu: Cpu {
+                secs: cpu_secs,
+                ops: 1_000,
+                bytes: 1_000_000_000,
+            },
+        }
+    }
+
+    /// The baseline is its best variant, by the median of its rounds, with that variant's
+    /// CPU time; one variant is not named.
+    #[test]
+    fn the_baseline_is_the_faster_variant() {
+        let bw = m(Kind::Bw);
+        let slow = vec![
+            measured(Kind::Bw, 1.0, 1.0),
+            measured(Kind::Bw, 0.9, 1.0),
+            measured(Kind::Bw, 0.1, 1.0),
+        ];
+        // Faster in two rounds of three (the median), slower in one.
+        let fast = vec![
+            measured(Kind::Bw, 0.5, 0.2),
+            measured(Kind::Bw, 2.0, 0.2),
+            measured(Kind::Bw, 0.5, 0.2),
+        ];
+        let v = [
+            ("message writes", slow.clone()),
+            ("128KiB writes", fast.clone()),
+        ];
+        let (f, c, name) = best(&bw, &v).unwrap();
+        assert_eq!(name, Some("128KiB writes"));
+        assert_eq!(f.value, 2.0);
+        assert!((c.secs - 0.6).abs() < 1e-12 && c.ops == 3000, "{c:?}");
+        let v = [
+            ("128KiB writes", fast.clone()),
+            ("message writes", slow.clone()),
+        ];
+        assert_eq!(best(&bw, &v).unwrap().2, Some("128KiB writes"));
+        // Latency: lower is better.
+        let lat = m(Kind::Lat);
+        let v = [
+            ("a", vec![measured(Kind::Lat, 3e-6, 1.0)]),
+            ("b", vec![measured(Kind::Lat, 2e-6, 1.0)]),
+        ];
+        assert_eq!(best(&lat, &v).unwrap().2, Some("b"));
+        // One variant: not named.
+        let (f, _, name) = best(&bw, &[("message writes", slow)]).unwrap();
+        assert_eq!((f.value, name), (1.0 / 0.9, None));
+        assert!(best(&bw, &[]).is_err());
+    }
+
     #[test]
     fn rounding_and_output() {
         assert_eq!(round_sig(12.345678), 12.3457);
@@ -400,24 +569,85 @@ mod tests {
                 value: 10.0,
                 p99: Some(15.0),
             },
+            dat_cpu: Cpu {
+                secs: 0.03,
+                ops: 1000,
+                bytes: 8000,
+            },
+            base_cpu: Cpu {
+                secs: 0.02,
+                ops: 1000,
+                bytes: 8000,
+            },
+            base_variant: None,
+            cpu_scope: Scope::Both,
         };
         assert_eq!(r.ratio(), 1.2);
+        assert_eq!(r.cpu_ratio(), 1.5);
         let t = table("title", std::slice::from_ref(&r), "raw TCP");
         assert!(
             t.contains("send_lat_8B") && t.contains("12.00 us (p99 20.00)") && t.contains("1.20")
         );
-        let j = json(&[r.clone(), r]);
+        assert!(
+            t.contains("CPU raw TCP") && t.contains("30.00 us/op") && t.contains("20.00 us/op"),
+            "{t}"
+        );
+        assert!(t.contains("1.50") && t.contains("both sides"), "{t}");
+        assert!(!t.contains("[128KiB]"), "{t}");
+        // A bandwidth row: CPU per byte, and the baseline's variant.
+        let bw = Row {
+            m: Measurement {
+                kind: Kind::Bw,
+                size: 1 << 20,
+                ..m(Kind::Bw)
+            },
+            dat: Figure {
+                value: 5.0,
+                p99: None,
+            },
+            base: Figure {
+                value: 4.0,
+                p99: None,
+            },
+            dat_cpu: Cpu {
+                secs: 0.5,
+                ops: 1000,
+                bytes: 1000 << 20,
+            },
+            base_variant: Some("128KiB writes"),
+            cpu_scope: Scope::Client,
+            ..r.clone()
+        };
+        let t = table("title", std::slice::from_ref(&bw), "raw TCP");
+        assert!(t.contains("4.000 GB/s [128KiB]"), "{t}");
+        assert!(
+            t.contains("0.4768 ns/B") && t.contains("client process only"),
+            "{t}"
+        );
+        assert!(t.contains("faster of one write per message"), "{t}");
+        let j = json(&[r.clone(), r, bw]);
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(v[0]["name"], "send_lat_8B");
         assert_eq!(v[0]["unit"], "us");
         assert_eq!(v[0]["value"], 12.0);
         assert_eq!(v[1]["ratio"], 1.2);
+        assert_eq!(v[0]["baseline_variant"], serde_json::Value::Null);
+        assert_eq!(v[0]["cpu_scope"], "both");
+        assert_eq!(v[0]["cpu_us_per_op"], 30.0);
+        assert_eq!(v[0]["cpu_ns_per_byte"], 3750.0);
+        assert_eq!(v[0]["baseline_cpu_us_per_op"], 20.0);
+        assert_eq!(v[0]["baseline_cpu_ns_per_byte"], 2500.0);
+        assert_eq!(v[0]["cpu_ratio"], 1.5);
+        assert_eq!(v[2]["baseline_variant"], "128KiB writes");
+        assert_eq!(v[2]["cpu_scope"], "client");
+        assert_eq!(v[2]["cpu_ns_per_byte"], 0.476837);
         assert!(
             j.find("\"name\"") < j.find("\"unit\"") && j.find("\"value\"") < j.find("\"baseline\"")
         );
+        assert!(j.find("\"ratio\"") < j.find("\"cpu_ratio\""));
         assert_eq!(json(&[]), "[]");
         // One element per line, with `": "` and `", "` inside it.
-        assert_eq!(j.lines().count(), 4, "{j}");
+        assert_eq!(j.lines().count(), 5, "{j}");
         assert!(
             j.starts_with("[\n  {\"link\": \"tcp\", \"name\": \"send_lat_8B\", "),
             "{j}"

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::args::Op;
-use crate::dat::{Sample, WINDOW};
+use crate::cpu::{self, Cpu};
+use crate::dat::{Measured, Sample, WINDOW};
 use crate::suite::{Kind, Measurement};
 
 /// One cache line of its own.
@@ -40,30 +41,39 @@ fn spin_until(mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Runs `m`'s baseline here.
-pub fn measure(m: &Measurement) -> Sample {
-    match m.kind {
-        Kind::Lat => ping_pong(m),
-        Kind::Bw => copy(m),
-        Kind::Rate => ring(m),
-    }
+/// Runs `m`'s baseline here, with the CPU time of its timed loop (the latency floor: of the
+/// try that was kept).
+pub fn measure(m: &Measurement) -> std::io::Result<Measured> {
+    let (sample, cpu) = match m.kind {
+        Kind::Lat => ping_pong(m)?,
+        Kind::Bw => cpu::metered(m.iters, m.size, || Ok::<_, std::io::Error>(copy(m)))?,
+        Kind::Rate => cpu::metered(m.iters, m.size, || Ok::<_, std::io::Error>(ring(m)))?,
+    };
+    Ok(Measured { sample, cpu })
 }
 
 /// Runs the ping-pong [`PING_PONG_TRIES`] times, each with a fresh pair of threads, and keeps
 /// the run with the lowest median: the floor is the best the mechanism does, and a pair the
 /// scheduler put on one CPU (beside the link's own threads, still spinning from the last
 /// measurement) measures time slices instead.
-fn ping_pong(m: &Measurement) -> Sample {
+fn ping_pong(m: &Measurement) -> std::io::Result<(Sample, Cpu)> {
     let median = |v: &[f64]| {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
         s.get(s.len() / 2).copied().unwrap_or(f64::INFINITY)
     };
-    (0..PING_PONG_TRIES)
-        .map(|_| ping_pong_once(m))
-        .min_by(|a, b| median(a).total_cmp(&median(b)))
-        .map(Sample::Lat)
-        .expect("at least one try")
+    let total = m.warmup + m.iters;
+    let mut tries = Vec::with_capacity(PING_PONG_TRIES);
+    for _ in 0..PING_PONG_TRIES {
+        tries.push(cpu::metered(total, m.size, || {
+            Ok::<_, std::io::Error>(ping_pong_once(m))
+        })?);
+    }
+    let (v, cpu) = tries
+        .into_iter()
+        .min_by(|a, b| median(&a.0).total_cmp(&median(&b.0)))
+        .expect("at least one try");
+    Ok((Sample::Lat(v), cpu))
 }
 
 /// How many times the latency floor is measured (the best is kept).
@@ -174,17 +184,23 @@ mod tests {
 
     #[test]
     fn each_baseline_reports_what_it_moved() {
-        let Sample::Lat(v) = measure(&m(Op::Send, Kind::Lat, 8, 50)) else {
+        let r = measure(&m(Op::Send, Kind::Lat, 8, 50)).unwrap();
+        let Sample::Lat(v) = r.sample else {
             panic!("latency");
         };
         assert_eq!(v.len(), 50);
         assert!(v.iter().all(|&us| us > 0.0));
-        let Sample::Bw { bytes, msgs, secs } = measure(&m(Op::Write, Kind::Bw, 4096, 20)) else {
+        // Warm-up included.
+        assert_eq!((r.cpu.ops, r.cpu.bytes), (53, 53 * 8));
+        let r = measure(&m(Op::Write, Kind::Bw, 4096, 20)).unwrap();
+        let Sample::Bw { bytes, msgs, secs } = r.sample else {
             panic!("bandwidth");
         };
         assert_eq!((bytes, msgs), (4096 * 20, 20));
         assert!(secs > 0.0);
-        let Sample::Bw { msgs, .. } = measure(&m(Op::Send, Kind::Rate, 8, 1000)) else {
+        assert_eq!((r.cpu.ops, r.cpu.bytes), (20, 20 * 4096));
+        let r = measure(&m(Op::Send, Kind::Rate, 8, 1000)).unwrap();
+        let Sample::Bw { msgs, .. } = r.sample else {
             panic!("rate");
         };
         assert_eq!(msgs, 1000);

@@ -44,7 +44,21 @@ fn check_entry(e: &Value) -> (String, String, String) {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["baseline", "link", "name", "ratio", "unit", "value"],
+        [
+            "baseline",
+            "baseline_cpu_ns_per_byte",
+            "baseline_cpu_us_per_op",
+            "baseline_variant",
+            "cpu_ns_per_byte",
+            "cpu_ratio",
+            "cpu_scope",
+            "cpu_us_per_op",
+            "link",
+            "name",
+            "ratio",
+            "unit",
+            "value"
+        ],
         "{e}"
     );
     let link = e["link"].as_str().expect("link is a string").to_string();
@@ -63,6 +77,53 @@ fn check_entry(e: &Value) -> (String, String, String) {
         (ratio - want).abs() <= 1e-4 * want,
         "{name}: ratio {ratio} is not value/baseline = {want}"
     );
+    // CPU time per operation and per byte, for both sides of the comparison; a byte's share is
+    // the operation's over the message size.
+    let size: f64 = {
+        let s = name.rsplit('_').next().unwrap();
+        let (n, mult) = if let Some(n) = s.strip_suffix("MiB") {
+            (n, 1u64 << 20)
+        } else if let Some(n) = s.strip_suffix("KiB") {
+            (n, 1 << 10)
+        } else {
+            (s.strip_suffix('B').unwrap(), 1)
+        };
+        (n.parse::<u64>().unwrap() * mult) as f64
+    };
+    for pre in ["", "baseline_"] {
+        let (op, byte) = (
+            num(&format!("{pre}cpu_us_per_op")),
+            num(&format!("{pre}cpu_ns_per_byte")),
+        );
+        let want = op * 1e3 / size;
+        assert!(
+            (byte - want).abs() <= 1e-4 * want,
+            "{name}: {pre}cpu_ns_per_byte {byte} is not {pre}cpu_us_per_op / size = {want}"
+        );
+    }
+    let cpu_ratio = num("cpu_ratio");
+    let want = num("cpu_us_per_op") / num("baseline_cpu_us_per_op");
+    assert!(
+        (cpu_ratio - want).abs() <= 1e-4 * want,
+        "{name}: cpu_ratio {cpu_ratio} is not cpu_us_per_op / baseline_cpu_us_per_op = {want}"
+    );
+    let scope = e["cpu_scope"].as_str().expect("cpu_scope is a string");
+    assert!(
+        ["both", "client"].contains(&scope),
+        "{name}: cpu_scope {scope}"
+    );
+    // The raw TCP bandwidth baseline names the way of writing that won; other baselines have
+    // one way and name none.
+    let variant = &e["baseline_variant"];
+    if name.contains("_bw_") && link != "shm" {
+        let v = variant.as_str().expect("baseline_variant names the winner");
+        assert!(
+            ["message writes", "128KiB writes"].contains(&v),
+            "{name}: {v}"
+        );
+    } else {
+        assert!(variant.is_null(), "{name}: {variant}");
+    }
     (link, name, unit)
 }
 
@@ -84,6 +145,16 @@ fn entries(out: &Output) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Every entry's `cpu_scope`.
+fn cpu_scopes(out: &Output) -> Vec<String> {
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v.as_array()
+        .expect("a JSON array")
+        .iter()
+        .map(|e| e["cpu_scope"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
 #[test]
 fn json_quick_run_has_every_measurement_once_per_link() {
     // No --link: the tcp link, then the shm link.
@@ -101,6 +172,8 @@ fn json_quick_run_has_every_measurement_once_per_link() {
         }
     }
     assert_eq!(got.len(), 2 * REQUIRED.len(), "{got:?}");
+    // One process: both sides' CPU time.
+    assert!(cpu_scopes(&out).iter().all(|s| s == "both"));
     // Progress went to stderr, one line per measurement.
     let err = text(&out.stderr);
     assert_eq!(err.matches("[13/13] msg_rate_8B").count(), 2, "{err}");
@@ -401,6 +474,8 @@ fn server_and_client_in_two_processes() {
             "msg_rate_64KiB"
         ]
     );
+    // The server's CPU time is its own process's, not reported.
+    assert!(cpu_scopes(&out).iter().all(|s| s == "client"));
     drop(srv);
 }
 
