@@ -258,7 +258,18 @@ fn run_suite(
             base_variant,
             cpu_scope,
         };
-        progress.done(&head, &report::progress_line(&row, base.label()));
+        let mut line = report::progress_line(&row, base.label());
+        if b.len() > 1 {
+            // Every variant's figure, the losers' too.
+            let each = b
+                .iter()
+                .map(|(n, r)| {
+                    report::combine_measured(m, r).map(|(f, _)| report::labelled(n, &f, m))
+                })
+                .collect::<Result<Vec<String>>>()?;
+            line.push_str(&format!(" ({})", each.join(", ")));
+        }
+        progress.done(&head, &line);
         rows.push(row);
     }
     Ok(rows)

@@ -198,6 +198,11 @@ fn cell(f: &Figure, unit: &str) -> String {
     }
 }
 
+/// `name value unit`: one variant's figure, for the progress line.
+pub fn labelled(name: &str, f: &Figure, m: &Measurement) -> String {
+    format!("{name} {} {}", num(f.value), m.unit())
+}
+
 /// The baseline's cell: its figure, and the variant reported when there was a choice (its
 /// name's first word: `[message]`, `[128KiB]`).
 fn base_cell(r: &Row) -> String {
