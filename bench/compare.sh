@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compare dapl-rs (datperf) with other stacks on one host, one tool at a time. --link tcp:
-# the tcp link next to raw kernel TCP, UCX over TCP and libfabric's tcp provider (127.0.0.1);
+# the tcp link next to raw kernel TCP, iperf3, UCX over TCP and libfabric's tcp provider
+# (127.0.0.1);
 # --link shm: the shm link next to datperf's same-host floors, UCX shared memory (UCX_TLS=sm)
 # and libfabric's shm provider; --link both (default): both tables. Writes markdown to stdout
 # and to -o FILE (default bench/compare-result.md); raw outputs go to $COMPARE_LOGDIR.
@@ -15,7 +16,7 @@ INSTALL=1
 LINKS=(tcp shm)
 
 usage() {
-    sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 while [ $# -gt 0 ]; do
@@ -48,6 +49,7 @@ mkdir -p "$LOGDIR"
 # Ports: one per tool.
 UCX_PORT=13437        # ucx_perftest's TCP port for its data exchange
 FI_PORT=47637         # fi_pingpong control port
+IPERF_PORT=15237      # iperf3 server port
 DATPERF_QUAL=18637    # datperf connection qualifier (raw TCP baseline uses +1)
 
 # Iterations (bandwidth runs move 512 MiB, as datperf does).
@@ -55,6 +57,7 @@ LAT_ITERS=10000
 LAT_WARMUP=500
 RATE_ITERS=300000
 FI_SHM_ITERS=100000  # fi_pingpong over shm: its average needs many iterations
+IPERF_SECS=3         # iperf3 -t: seconds per size and direction
 
 DATPERF=${DATPERF:-"$ROOT/target/release/datperf"}
 
@@ -109,6 +112,7 @@ install_if_missing() {
     local pkgs=()
     command -v ucx_perftest >/dev/null 2>&1 || pkgs+=(ucx-utils)
     command -v fi_pingpong >/dev/null 2>&1 || pkgs+=(libfabric-bin)
+    command -v iperf3 >/dev/null 2>&1 || pkgs+=(iperf3)
     if [ ${#pkgs[@]} -eq 0 ]; then
         return 0
     fi
@@ -127,6 +131,8 @@ install_if_missing
 # ---------------------------------------------------------------- results
 # VAL[link:tool:row] = number, or FAIL; missing = no comparable test (n/a).
 declare -A VAL
+# VAR[link:row] = the way of writing that won datperf's raw TCP bandwidth baseline.
+declare -A VAR
 ROWS=(send_lat_8B write_lat_8B read_lat_8B
       send_bw_4KiB send_bw_64KiB send_bw_1MiB
       write_bw_4KiB write_bw_64KiB write_bw_1MiB
@@ -144,7 +150,7 @@ set_val() {
 # run_datperf LINK: the dapl-rs column and the baseline column (tcp: raw TCP; shm: the same-host
 # floors) of one `datperf --json --link LINK` run.
 run_datperf() {
-    local link=$1 json="$LOGDIR/datperf-$1.json" err="$LOGDIR/datperf-$1.log" row v b
+    local link=$1 json="$LOGDIR/datperf-$1.json" err="$LOGDIR/datperf-$1.log" row v b k
     if [ ! -x "$DATPERF" ]; then
         log "building datperf"
         (cd "$ROOT" && timeout 900 cargo build --release -p datperf) >"$LOGDIR/datperf-build.log" 2>&1 ||
@@ -166,7 +172,24 @@ run_datperf() {
             }' "$json" 2>/dev/null | head -n1)
         set_val "$link:dapl" "$row" "$v"
         set_val "$link:base" "$row" "$b"
+        # The CPU time of both (us per operation, ns per byte for bandwidth) and which way of
+        # writing the raw TCP bandwidth baseline won.
+        case "$row" in *_bw_*) k=ns_per_byte ;; *) k=us_per_op ;; esac
+        set_val "$link:dapl_cpu" "$row" "$(json_num "$json" "$row" "cpu_$k")"
+        set_val "$link:base_cpu" "$row" "$(json_num "$json" "$row" "baseline_cpu_$k")"
+        VAR[$link:$row]=$(awk -v n="\"$row\"" '
+            index($0, "\"name\": " n) {
+                if (match($0, /"baseline_variant": *"[^"]*"/)) { s = substr($0, RSTART, RLENGTH); sub(/^[^:]*: *"/, "", s); sub(/"$/, "", s); print s }
+            }' "$json" 2>/dev/null | head -n1)
     done
+}
+
+# json_num FILE ROW KEY: the number KEY of ROW's line in datperf's JSON.
+json_num() {
+    awk -v n="\"$2\"" -v k="\"$3\": *[-+0-9.eE]+" '
+        index($0, "\"name\": " n) {
+            if (match($0, k)) { s = substr($0, RSTART, RLENGTH); sub(/.*: */, "", s); print s }
+        }' "$1" 2>/dev/null | head -n1
 }
 
 # ---------------------------------------------------------------- UCX (ucx_perftest)
@@ -292,6 +315,70 @@ run_libfabric() {
     set_val "$link:lf" send_lat_8B "$v"
 }
 
+# ---------------------------------------------------------------- iperf3
+# run_iperf3: one TCP stream over 127.0.0.1 with writes (and reads) of -l 4 KiB, 64 KiB and
+# 1 MiB, $IPERF_SECS s each, client to server for the send and write rows and server to client
+# (-R) for the read rows. From -J: end.sum_received's bits_per_second (GB/s) and the CPU time of
+# both processes (cpu_utilization_percent host_total + remote_total, as a share of the
+# seconds) per byte received.
+run_iperf3() {
+    local size sz dir rows row spid slog clog json v cpu
+    if ! command -v iperf3 >/dev/null 2>&1; then
+        log "iperf3 not found"
+        for size in 4KiB 64KiB 1MiB; do
+            for row in send_bw write_bw read_bw; do VAL[tcp:iperf:${row}_$size]=FAIL; done
+        done
+        return
+    fi
+    for size in 4KiB 64KiB 1MiB; do
+        case "$size" in
+            4KiB) sz=4K ;;
+            64KiB) sz=64K ;;
+            1MiB) sz=1M ;;
+        esac
+        for dir in forward reverse; do
+            slog="$LOGDIR/iperf3-$size-$dir.server.log"
+            clog="$LOGDIR/iperf3-$size-$dir.client.log"
+            json="$LOGDIR/iperf3-$size-$dir.json"
+            : >"$clog"
+            log "iperf3 -l $sz ($dir)"
+            timeout 60 iperf3 -s -1 -p "$IPERF_PORT" >"$slog" 2>&1 &
+            spid=$!
+            SERVER_PIDS+=("$spid")
+            if ! wait_listen "$IPERF_PORT"; then
+                echo "server did not listen on $IPERF_PORT" >>"$clog"
+            fi
+            local rev=()
+            [ "$dir" = reverse ] && rev=(-R)
+            timeout 60 iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -l "$sz" -t "$IPERF_SECS" "${rev[@]}" -J \
+                >"$json" 2>>"$clog"
+            echo "exit status: $?" >>"$clog"
+            stop_server "$spid"
+            # -J prints one key per line; sum_received is the bytes the receiver got.
+            read -r v cpu < <(awk '
+                /"sum_received"/ { f = 1 }
+                f && /"seconds"/ && secs == "" { secs = $2 }
+                f && /"bytes"/ && bytes == "" { bytes = $2 }
+                f && /"bits_per_second"/ && bps == "" { bps = $2 }
+                /"cpu_utilization_percent"/ { c = 1 }
+                c && /"host_total"/ { host = $2 }
+                c && /"remote_total"/ { remote = $2 }
+                END {
+                    gsub(/,/, "", secs); gsub(/,/, "", bytes); gsub(/,/, "", bps)
+                    gsub(/,/, "", host); gsub(/,/, "", remote)
+                    if (bps != "" && bytes > 0 && host != "" && remote != "")
+                        printf "%.6g %.6g\n", bps / 8e9, (host + remote) / 100 * secs * 1e9 / bytes
+                    else if (bps != "") printf "%.6g x\n", bps / 8e9
+                }' "$json" 2>/dev/null)
+            if [ "$dir" = forward ]; then rows=(send_bw write_bw); else rows=(read_bw); fi
+            for row in "${rows[@]}"; do
+                set_val tcp:iperf "${row}_$size" "${v:-}"
+                set_val tcp:iperf_cpu "${row}_$size" "${cpu:-}"
+            done
+        done
+    done
+}
+
 # ---------------------------------------------------------------- table
 label() {
     case "$1" in
@@ -329,15 +416,37 @@ first_line() { "$@" 2>/dev/null | grep -v '^[[:space:]]*$' | head -n1; }
 CPU=$(lscpu 2>/dev/null | awk -F: '/^Model name/ { sub(/^[ \t]+/, "", $2); print $2; exit }')
 UCX_V=$(first_line ucx_info -v | sed 's/^# *//')
 FI_V=$(fi_info --version 2>/dev/null | awk -F': *' '/^libfabric:/ { print $2; exit }')
+IPERF_V=$(first_line iperf3 --version | awk '{ print $2 }')
 # UCX's shared-memory transports on this machine (what UCX_TLS=sm can pick from).
 UCX_SM=$(ucx_info -d 2>/dev/null | awk '/Transport:/ { t = $3 } /Device: *memory/ && t != "self" { print t }' | sort -u | paste -sd' ' -)
 
+# variant_tag ROW: which way of writing won datperf's raw TCP bandwidth baseline, as a tag.
+variant_tag() {
+    case "${VAR[tcp:$1]:-}" in
+        "message writes") printf ' [message]' ;;
+        "128KiB writes") printf ' [128KiB]' ;;
+    esac
+}
+
 table_tcp() {
     local row
-    echo "| measurement | dapl-rs tcp link (datperf) | raw TCP (datperf baseline) | UCX tcp | libfabric tcp |"
-    echo "|---|---|---|---|---|"
+    echo "| measurement | dapl-rs tcp link (datperf) | raw TCP (datperf baseline) | iperf3 | UCX tcp | libfabric tcp |"
+    echo "|---|---|---|---|---|---|"
     for row in "${ROWS[@]}"; do
-        echo "| $(label "$row") | $(cell tcp:dapl "$row") | $(cell tcp:base "$row") | $(cell tcp:ucx "$row") | $(cell tcp:lf "$row") |"
+        local ip=
+        case "$row" in *_bw_*) ip=$(cell tcp:iperf "$row") ;; *) ip=n/a ;; esac
+        echo "| $(label "$row") | $(cell tcp:dapl "$row") | $(cell tcp:base "$row")$(variant_tag "$row") | $ip | $(cell tcp:ucx "$row") | $(cell tcp:lf "$row") |"
+    done
+    echo
+    echo "CPU time (user + system of both sides; latency and rate: us per operation, one latency"
+    echo "operation being a request and its reply; bandwidth: ns per byte = CPU seconds per GB):"
+    echo
+    echo "| measurement | dapl-rs tcp link | raw TCP | iperf3 |"
+    echo "|---|---|---|---|"
+    for row in "${ROWS[@]}"; do
+        local ip= unit=us/op
+        case "$row" in *_bw_*) ip=$(cell tcp:iperf_cpu "$row"); unit=ns/B ;; *) ip=n/a ;; esac
+        echo "| $row ($unit) | $(cell tcp:dapl_cpu "$row") | $(cell tcp:base_cpu "$row") | $ip |"
     done
     echo
     echo "Notes (tcp):"
@@ -347,7 +456,13 @@ table_tcp() {
     echo "  round trip). The read row is a full round trip: post to completion for datperf, an 8-byte"
     echo "  request/response for its raw TCP baseline."
     echo "- dapl-rs latency busy-polls its EVD; bandwidth and message rate use evd_wait. The raw TCP"
-    echo "  column is datperf's own baseline (std TcpStream, TCP_NODELAY) waiting the same way."
+    echo "  column is datperf's own baseline (std TcpStream, TCP_NODELAY) waiting the same way. Its"
+    echo "  bandwidth is the faster of one write per message and 128 KiB writes of the same bytes,"
+    echo "  measured in the same rounds; [message] / [128KiB] says which won."
+    echo "- iperf3 $IPERF_V: one stream, -l 4K / 64K / 1M (the size of its writes and reads), -t $IPERF_SECS,"
+    echo "  -J's sum_received; send and write rows client to server, read rows -R (server to"
+    echo "  client). Its CPU figure is cpu_utilization_percent host_total + remote_total over the"
+    echo "  bytes received. Not a message benchmark: it has no per-message completion."
     echo "- UCX: only latency-style tests (tag_lat, ucp_put_lat) plus tag_bw (two-sided, 'send' rows"
     echo "  and the message rate; overall figures, MiB/s converted to GB/s = 10^9 B/s). ucp_get and"
     echo "  ucp_put_bw over TCP stall in ucx_perftest's own barrier loop (hundreds of us to ~1 ms per"
@@ -394,6 +509,7 @@ DP_V=$(first_line "$DATPERF" --version)
 : >"$LOGDIR/table.md"
 for link in "${LINKS[@]}"; do
     run_datperf "$link"
+    [ "$link" = tcp ] && run_iperf3
     run_ucx "$link"
     run_libfabric "$link"
     cleanup
@@ -401,7 +517,7 @@ for link in "${LINKS[@]}"; do
         echo "### $link: run $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (before the run: ${LOAD_BEFORE:-?})"
         case "$link" in
             tcp) echo "127.0.0.1; kernel $(uname -r); CPU ${CPU:-unknown} ($(nproc) cores); ${DP_V:-datperf ?};"
-                 echo "UCX ${UCX_V:-not installed} (UCX_TLS=tcp, UCX_NET_DEVICES=lo); libfabric ${FI_V:-not installed} (tcp provider)." ;;
+                 echo "iperf3 ${IPERF_V:-not installed}; UCX ${UCX_V:-not installed} (UCX_TLS=tcp, UCX_NET_DEVICES=lo); libfabric ${FI_V:-not installed} (tcp provider)." ;;
             shm) echo "One host; kernel $(uname -r); CPU ${CPU:-unknown} ($(nproc) cores); ${DP_V:-datperf ?};"
                  echo "UCX ${UCX_V:-not installed} (UCX_TLS=sm); libfabric ${FI_V:-not installed} (shm provider)." ;;
         esac
