@@ -194,7 +194,7 @@ impl Baseline {
 
 /// Runs every measurement in rounds (`suite::rounds`), each DAT round followed by its
 /// baseline's round (raw TCP bandwidth: a round of each way of writing, `raw::variants`, in
-/// turns first), so that all figures see the same drift of the machine's speed. `scope` says
+/// turns first), so that all figures see the same drift of the machine's speed. `cpu_scope` says
 /// whose CPU time the process's figures count.
 fn run_suite(
     client: &dat::Client,
