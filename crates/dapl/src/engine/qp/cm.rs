@@ -12,7 +12,8 @@ impl Qp {
     /// Moves to DISCONNECTED, flushes everything outstanding, reports `kind` once for this
     /// connection, and (if `notify_peer`) tells the peer.
     pub(crate) fn end_connection(&self, kind: ConnectionEventKind, notify_peer: bool) {
-        self.end_connection_if(None, kind, notify_peer);
+        // The consumer's own end (a disconnect, a timeout): not deferred behind a transmit.
+        self.end_connection_if(None, kind, notify_peer, true);
     }
 
     /// [`Qp::end_connection`] for the connection `conn_id` only: a no-op once the endpoint
@@ -24,17 +25,60 @@ impl Qp {
         kind: ConnectionEventKind,
         notify_peer: bool,
     ) {
-        self.end_connection_if(Some(conn_id), kind, notify_peer);
+        self.end_connection_if(Some(conn_id), kind, notify_peer, false);
     }
 
-    fn end_connection_if(&self, only: Option<u64>, kind: ConnectionEventKind, notify_peer: bool) {
-        let (conn, report, flushed_sq, flushed_rq) = {
+    /// As [`Qp::end_connection_of`], from the thread whose WR is inside `transmit` (after it
+    /// recorded that WR's outcome): never deferred.
+    pub(super) fn end_own_connection(
+        &self,
+        conn_id: u64,
+        kind: ConnectionEventKind,
+        notify_peer: bool,
+    ) {
+        self.lock().in_transmit = false;
+        self.end_connection_if(Some(conn_id), kind, notify_peer, true);
+    }
+
+    /// The WR that was inside `transmit` has its outcome recorded (its completion queued):
+    /// an end that came meanwhile runs now.
+    pub(super) fn finish_transmit(&self) {
+        let deferred = {
+            let mut c = self.lock();
+            c.in_transmit = false;
+            c.end_deferred.take()
+        };
+        if let Some((only, kind, notify_peer)) = deferred {
+            self.end_connection_if(only, kind, notify_peer, true);
+        }
+    }
+
+    fn end_connection_if(
+        &self,
+        only: Option<u64>,
+        kind: ConnectionEventKind,
+        notify_peer: bool,
+        transmitter: bool,
+    ) {
+        let (conn, report, flushed_sq, flushed_rq, kind, notify_peer) = {
             let mut c = self.lock();
             if let Some(id) = only {
                 if c.conn.as_ref().is_none_or(|cur| cur.id() != id) {
                     return;
                 }
             }
+            if c.in_transmit && !transmitter {
+                // The WR inside `transmit` completes first; its thread ends the connection.
+                if c.end_deferred.is_none() {
+                    c.end_deferred = Some((only, kind, notify_peer));
+                }
+                return;
+            }
+            // An end deferred earlier is this one (it came first: its kind is reported).
+            let (kind, notify_peer) = c
+                .end_deferred
+                .take()
+                .map_or((kind, notify_peer), |(_, k, n)| (k, n));
             match c.state {
                 EpState::Connected
                 | EpState::DisconnectPending
@@ -54,7 +98,7 @@ impl Qp {
             sq.extend(c.orq.drain(..));
             sq.extend(c.sq.drain(..));
             let rq: Vec<RecvWr> = c.rq.drain(..).collect();
-            (c.conn.take(), report, sq, rq)
+            (c.conn.take(), report, sq, rq, kind, notify_peer)
         };
         let conn_id = conn.as_ref().map(|c| c.id());
         if kind == ConnectionEventKind::Broken {

@@ -106,6 +106,14 @@ pub(crate) struct QpCore {
     tx_inflight: Option<SendWr>,
     /// The link's `tx_drained` came before the engine recorded the stall it ends.
     tx_drained_early: bool,
+    /// A Send or Write is inside `transmit`: its outcome (its completion, for one the link
+    /// took) is not recorded yet.
+    in_transmit: bool,
+    /// The connection ended (on another thread: the peer's answer, a Terminate) while a WR was
+    /// inside `transmit`: the end waits for that WR's outcome, so that its completion comes
+    /// before what the end flushes (the peer's answer never overtakes the completion of what
+    /// it answers). Run by the transmitting thread (`Qp::finish_transmit`).
+    end_deferred: Option<(Option<u64>, ConnectionEventKind, bool)>,
     /// Messages out on the link whose source memory the peer still copies from
     /// (`TxOutcome::Lent`), in the order lent, and the Sends and Writes transmitted after one
     /// of them: each completes in this order once the link has returned every lent message
@@ -281,6 +289,8 @@ impl Qp {
                 lent: VecDeque::new(),
                 lent_returned_early: (0, 0),
                 tx_drained_early: false,
+                in_transmit: false,
+                end_deferred: None,
                 pending_conn: None,
                 attempt_timer: None,
                 soft_high: None,

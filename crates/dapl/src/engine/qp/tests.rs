@@ -540,3 +540,39 @@ fn a_batch_that_stops_at_a_fence_is_flushed() {
     );
     assert_eq!(p.a.wire.batches(), [(Batch::Hold, 1), (Batch::Flush, 2)]);
 }
+
+#[test]
+fn an_end_during_a_transmit_flushes_after_the_transmitted_wr_completes() {
+    // The link's receive path ends the connection (the peer's Terminate answering this very
+    // Write) on another thread while the Write is still inside `transmit`: the Write's
+    // completion must come before the receive that the end flushes (one EVD may take both, as
+    // dtestx's does), and the end is reported once.
+    let p = pair();
+    let rsegs = p.a.segs(&p.mem, 100, 64);
+    p.a.qp.post_recv(recv_wr(10, rsegs)).unwrap();
+    let a = Arc::downgrade(&p.a.qp);
+    p.a.wire.on_next_transmit(move || {
+        a.upgrade()
+            .unwrap()
+            .end_connection_of(99, ConnectionEventKind::Broken, true);
+    });
+    let segs = p.a.segs(&p.mem, 0, 8);
+    p.a.qp
+        .post_send(send_wr(ReqOp::Write, 1, segs, p.b.remote(0, 8)))
+        .unwrap();
+    let ups = p.a.up.take();
+    let done: Vec<_> = ups
+        .iter()
+        .filter_map(|u| match u {
+            Up::Done(c) => Some((c.queue, c.cookie.0, c.status)),
+            Up::Event(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        done,
+        [(Request, 1, Success), (Recv, 10, Flushed)],
+        "{ups:?}"
+    );
+    assert!(one_end(&ups, ConnectionEventKind::Broken), "{ups:?}");
+    assert_eq!(p.a.qp.lock().state, EpState::Disconnected);
+}

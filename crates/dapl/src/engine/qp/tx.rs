@@ -104,6 +104,9 @@ impl Qp {
                         c.orq.push_back(wr);
                         (w, conn, more)
                     } else {
+                        // Until its outcome is recorded, an end from another thread waits
+                        // (`finish_transmit`).
+                        c.in_transmit = true;
                         (Work::Wr(wr), conn, more)
                     }
                 } else {
@@ -220,49 +223,56 @@ impl Qp {
                             payload: Payload::Segs(&wr.segs),
                         }),
                     };
-                    match out {
+                    let stop = match out {
                         TxOutcome::Sent => {
                             self.complete_sent(wr);
                             conn.sent_completed();
+                            false
                         }
-                        TxOutcome::Lent => self.lend(Some(wr), &conn),
-                        TxOutcome::Queued => {
-                            if self.stall_tx(Some(wr), &conn) {
-                                return;
-                            }
+                        TxOutcome::Lent => {
+                            self.lend(Some(wr), &conn);
+                            false
                         }
+                        TxOutcome::Queued => self.stall_tx(Some(wr), &conn),
                         TxOutcome::NotReady => {
-                            if !self.requeue_head(wr, &conn) {
-                                return;
+                            if self.requeue_head(wr, &conn) {
+                                // Block, unless a wake came in meanwhile (checked after
+                                // setting, so no wake is lost; see wake_from_peer).
+                                self.rnr_blocked.store(true, Ordering::SeqCst);
+                                if self.rnr_wakes.load(Ordering::SeqCst) != wakes {
+                                    self.rnr_blocked.store(false, Ordering::SeqCst);
+                                    false
+                                } else {
+                                    true
+                                }
+                            } else {
+                                true
                             }
-                            // Block, unless a wake came in meanwhile (checked after setting, so
-                            // no wake is lost; see wake_from_peer).
-                            self.rnr_blocked.store(true, Ordering::SeqCst);
-                            if self.rnr_wakes.load(Ordering::SeqCst) != wakes {
-                                self.rnr_blocked.store(false, Ordering::SeqCst);
-                                continue;
-                            }
-                            return;
                         }
                         TxOutcome::Failed(status) => {
                             self.complete_send(&wr, status, 0);
-                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
-                            return;
+                            self.end_own_connection(conn.id(), ConnectionEventKind::Broken, true);
+                            true
                         }
                         TxOutcome::Broken => {
                             self.requeue_head(wr, &conn);
-                            self.end_connection_of(conn.id(), ConnectionEventKind::Broken, true);
-                            return;
+                            self.end_own_connection(conn.id(), ConnectionEventKind::Broken, true);
+                            true
                         }
                         TxOutcome::PeerClosed => {
                             self.requeue_head(wr, &conn);
-                            self.end_connection_of(
+                            self.end_own_connection(
                                 conn.id(),
                                 ConnectionEventKind::Disconnected,
                                 true,
                             );
-                            return;
+                            true
                         }
+                    };
+                    // The WR's outcome is recorded: an end that came meanwhile runs now.
+                    self.finish_transmit();
+                    if stop {
+                        return;
                     }
                 }
             }
