@@ -30,6 +30,7 @@
 //! "The shm link").
 
 pub(crate) mod ring;
+mod wake;
 
 use std::borrow::Cow;
 
@@ -668,7 +669,7 @@ impl Shared {
             }
             std::thread::yield_now();
         }
-        if self.hot_until.load(Ordering::SeqCst) == 0 {
+        if !wake::still_open(&self.hot_until) {
             for c in &conns {
                 if ring::stop_polling(&c.inbound) {
                     c.on_bell();
@@ -770,8 +771,7 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
         // without saying so, with records that no doorbell announced.
         let hot = shared.hot_until.load(Ordering::Relaxed);
         let now = mono_ns();
-        if hot != 0 && hot <= now {
-            shared.hot_until.store(0, Ordering::SeqCst);
+        if wake::expire_window(&shared.hot_until, hot, now) {
             shared.end_polling(true);
         }
         let timeout = if hot > now {
@@ -924,10 +924,7 @@ impl Progress for ShmLink {
     /// them polled (`POLL_WINDOW_NS`): producers skip the doorbell meanwhile. (Any poll: a
     /// consumer waiting for a read's or a send's completion reads the rings as well.)
     fn poll(&self, _for_inbound: bool) -> bool {
-        let until = Some(mono_ns() + POLL_WINDOW_NS);
-        if let Some(u) = until {
-            self.shared.hot_until.store(u, Ordering::SeqCst);
-        }
+        let until = mono_ns() + POLL_WINDOW_NS;
         thread_local! {
             // The connections with input, reused from poll to poll (no allocation per poll).
             static READY: std::cell::RefCell<Vec<Arc<ShmConn>>> =
@@ -935,26 +932,25 @@ impl Progress for ShmLink {
         }
         READY.with(|ready| {
             let Ok(mut ready) = ready.try_borrow_mut() else {
-                return false; // re-entered from a handler
+                return false; // re-entered from a handler (its poll opened the windows)
             };
-            ready.extend(
-                lock(&self.shared.conns)
-                    .iter()
-                    .inspect(|c| {
-                        if let Some(u) = until {
-                            ring::poll_until(&c.inbound, u);
-                        }
-                    })
-                    .filter(|c| c.has_input())
-                    .cloned(),
+            // The IA's window, then every ring's, then the look: if another consumer went
+            // idle meanwhile (`idle`), producers would skip the doorbell with nobody left to
+            // look, so these rings are stopped here (`wake::poll_window`).
+            wake::poll_window(
+                &self.shared.hot_until,
+                until,
+                || {
+                    ready.extend(
+                        lock(&self.shared.conns)
+                            .iter()
+                            .inspect(|c| ring::poll_until(&c.inbound, until))
+                            .filter(|c| c.has_input())
+                            .cloned(),
+                    )
+                },
+                || self.shared.end_polling(false),
             );
-            // Another consumer may have gone idle meanwhile (`idle`: the window closed, every
-            // ring told to ring again) before the windows just written: producers would skip
-            // the doorbell with nobody left to look. Whoever closes the window later stops
-            // these rings too; if it is closed already, stop them here.
-            if self.shared.hot_until.load(Ordering::SeqCst) == 0 {
-                self.shared.end_polling(false);
-            }
             let mut any = false;
             for c in ready.drain(..) {
                 any |= c.poll_rx();
@@ -966,7 +962,7 @@ impl Progress for ShmLink {
     /// The consumer goes to sleep: producers ring again (records that came meanwhile are
     /// handed to the progress thread).
     fn idle(&self) {
-        if self.shared.hot_until.swap(0, Ordering::SeqCst) != 0 {
+        if wake::close_window(&self.shared.hot_until) {
             self.shared.end_polling(false);
         }
     }

@@ -11,6 +11,8 @@
 //!   producer need not ring its doorbell before then.
 //! - `DATA`..: the records, `cap` bytes (a power of two), positions taken modulo `cap`.
 //!
+//! Who rings whom after reading or writing these words is decided in [`wake`](super::wake).
+//!
 //! A record is a multiple of [`ALIGN`] (64) bytes and never wraps: a producer that reaches the
 //! end writes a `PAD` record to it and goes on at the start. It begins with a 40-byte header
 //! (little-endian): record length u32, kind u8, flags u8, 2 zero bytes, payload length u32,
@@ -26,6 +28,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::wake;
 use crate::mem::RegionMemory;
 
 /// Offset of the producer's tail.
@@ -156,9 +159,6 @@ impl Header {
     }
 }
 
-/// How far a polling consumer's window must have moved before it writes the word again.
-const POLL_REFRESH_NS: u64 = 1_000_000;
-
 /// The bytes a record of `payload` bytes takes.
 pub(crate) fn record_len(payload: usize) -> usize {
     (HDR + payload).next_multiple_of(ALIGN)
@@ -181,27 +181,20 @@ fn word(mem: &RegionMemory, off: usize) -> &std::sync::atomic::AtomicU64 {
 /// True if the ring in `mem` holds records not consumed yet: two loads, no lock (a poll that
 /// finds nothing costs no more).
 pub(crate) fn pending(mem: &RegionMemory) -> bool {
-    word(mem, TAIL).load(Ordering::Relaxed) != word(mem, HEAD).load(Ordering::Relaxed)
+    wake::pending(word(mem, TAIL), word(mem, HEAD))
 }
 
 /// Tells the producer of the ring in `mem` that its consumer polls it until `until_ns` (the
 /// producer need not ring before then).
 pub(crate) fn poll_until(mem: &RegionMemory, until_ns: u64) {
-    let w = word(mem, POLLING);
-    // Written only when it moves on by a good part of the window: no shared-line write per
-    // poll.
-    if w.load(Ordering::Relaxed) + POLL_REFRESH_NS < until_ns {
-        w.store(until_ns, Ordering::SeqCst);
-    }
+    wake::poll_until(word(mem, POLLING), until_ns);
 }
 
 /// The consumer of the ring in `mem` stops polling it: its producer rings again. True if
-/// records arrived that no doorbell announced (the caller has them handled). SeqCst with
-/// [`Producer::needs_bell`].
+/// records arrived that no doorbell announced (the caller has them handled). Fenced against
+/// [`Producer::needs_bell`] ([`wake::stop_polling`]).
 pub(crate) fn stop_polling(mem: &RegionMemory) -> bool {
-    word(mem, POLLING).store(0, Ordering::SeqCst);
-    std::sync::atomic::fence(Ordering::SeqCst);
-    pending(mem)
+    wake::stop_polling(word(mem, POLLING), word(mem, TAIL), word(mem, HEAD))
 }
 
 /// The producing end of a ring.
@@ -222,12 +215,24 @@ impl Producer {
 
     /// Bytes free, or garbage if the consumer's head is impossible.
     fn free(&self) -> Result<usize, Garbage> {
-        let head = word(&self.mem, HEAD).load(Ordering::Acquire);
+        self.free_at(word(&self.mem, HEAD).load(Ordering::Acquire))
+    }
+
+    /// Bytes free with the consumer's head at `head`, or garbage if that is impossible.
+    fn free_at(&self, head: u64) -> Result<usize, Garbage> {
         let used = self.tail.wrapping_sub(head);
         if used > self.cap as u64 {
             return Err(Garbage("the consumer's head is ahead of the tail"));
         }
         Ok(self.cap - used as usize)
+    }
+
+    /// [`wake::look_or_wait`] on this ring's head and waiting flag.
+    fn look_or_wait(
+        &self,
+        enough: impl FnMut(u64) -> Result<bool, Garbage>,
+    ) -> Result<bool, Garbage> {
+        wake::look_or_wait(word(&self.mem, HEAD), word(&self.mem, WAITING), enough)
     }
 
     /// The largest payload one record can carry in this ring.
@@ -249,12 +254,9 @@ impl Producer {
         let pos = (self.tail % self.cap as u64) as usize;
         let to_end = self.cap - pos;
         let pad = if len > to_end { to_end } else { 0 };
-        if self.free()? < pad + len {
-            word(&self.mem, WAITING).store(1, Ordering::SeqCst);
-            // The consumer may have freed space between the look and the flag: look again.
-            if self.free()? < pad + len {
-                return Ok(false);
-            }
+        // Else marked waiting: the consumer rings when it frees space.
+        if !self.look_or_wait(|head| Ok(self.free_at(head)? >= pad + len))? {
+            return Ok(false);
         }
         if pad > 0 {
             let p = Header::new(Kind::Pad).encode(pad);
@@ -298,27 +300,22 @@ impl Producer {
     /// reached). Otherwise the producer is marked waiting, so the consumer rings when it moves
     /// on. Garbage if the consumer's head is impossible.
     pub(crate) fn consumed(&self, pos: u64) -> Result<bool, Garbage> {
-        let passed = |head: u64| (head.wrapping_sub(pos) as i64) >= 0;
-        self.free()?;
-        if passed(word(&self.mem, HEAD).load(Ordering::Acquire)) {
-            return Ok(true);
-        }
-        word(&self.mem, WAITING).store(1, Ordering::SeqCst);
-        // The consumer may have moved on between the look and the flag: look again.
-        Ok(passed(word(&self.mem, HEAD).load(Ordering::SeqCst)))
+        self.look_or_wait(|head| {
+            self.free_at(head)?;
+            Ok((head.wrapping_sub(pos) as i64) >= 0)
+        })
     }
 
     /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
     pub(crate) fn publish(&self) {
-        word(&self.mem, TAIL).store(self.tail, Ordering::Release);
+        wake::publish(word(&self.mem, TAIL), self.tail);
     }
 
     /// After a publish: true if the consumer must be woken (its doorbell rung), false while
-    /// it polls the ring itself. SeqCst with the consumer's `stop_polling`: of a publish and
-    /// a consumer going to sleep, one sees the other.
+    /// it polls the ring itself. Fenced against the consumer's [`stop_polling`]: of a publish
+    /// and a consumer going to sleep, one sees the other ([`wake::needs_bell`]).
     pub(crate) fn needs_bell(&self, now_ns: u64) -> bool {
-        std::sync::atomic::fence(Ordering::SeqCst);
-        word(&self.mem, POLLING).load(Ordering::SeqCst) <= now_ns
+        wake::needs_bell(word(&self.mem, POLLING), now_ns)
     }
 }
 
@@ -355,7 +352,7 @@ impl Consumer {
     /// are skipped (consumed) here.
     pub(crate) fn peek(&mut self) -> Result<Option<Record>, Garbage> {
         loop {
-            let tail = word(&self.mem, TAIL).load(Ordering::Acquire);
+            let tail = wake::published(word(&self.mem, TAIL));
             let avail = tail.wrapping_sub(self.head);
             if avail == 0 {
                 return Ok(None);
@@ -417,9 +414,9 @@ impl Consumer {
     /// Consumes `rec` (the one `peek` returned). True if the producer waits for room (it has
     /// to be woken): the flag is cleared.
     pub(crate) fn consume(&mut self, rec: &Record) -> bool {
-        self.consume_len(rec.len);
-        // SeqCst with the producer's flag store and its second look at the head.
-        word(&self.mem, WAITING).swap(0, Ordering::SeqCst) != 0
+        self.head += rec.len as u64;
+        // Fenced against the producer's flag and its second look at the head.
+        wake::consume(word(&self.mem, HEAD), word(&self.mem, WAITING), self.head)
     }
 }
 
