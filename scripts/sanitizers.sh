@@ -36,8 +36,9 @@ check "miri mem (weak memory)" \
   cargo +nightly miri test -q -p dapl --lib mem:: -- --skip at_every_alignment
 check "miri mem (alignment)" env MIRIFLAGS=-Zmiri-disable-weak-memory-emulation \
   cargo +nightly miri test -q -p dapl --lib at_every_alignment
-# The shm link's ring: records between two threads over one mapping, garbage refused.
-check "miri shm ring" cargo +nightly miri test -q -p dapl --lib link::shm::ring
+# The shm link's ring: records between two threads over one mapping, garbage refused; and the
+# wake-up decisions it takes (link/shm/wake.rs; their loom models run in scripts/test.sh).
+check "miri shm ring" cargo +nightly miri test -q -p dapl --lib -- link::shm::ring link::shm::wake
 
 # ThreadSanitizer needs the standard library built with it (rust-src, -Zbuild-std).
 tsan() {

@@ -39,6 +39,13 @@ DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace 2>&1 | tee "$log"
 echo "== cargo test -p dapl --features tokio"
 cargo test -p dapl --features tokio --test async_evd 2>&1 | tee -a "$log"
 cargo test -p dapl --features tokio --doc 2>&1 | tee -a "$log"
+# The loom models of the shm link's wake-up protocol (crates/dapl/src/link/shm/wake.rs): the
+# interleavings of the threads that race on a ring's control words and the IA's polling window,
+# up to 3 preemptions each (unbounded, the three-thread model takes a minute: LOOM_MAX_PREEMPTIONS
+# unset). In target/loom: the flag would otherwise rebuild the normal target's dependencies.
+echo "== loom (shm wake-up protocol)"
+RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
+  cargo test -p dapl --release --lib loom 2>&1 | tee -a "$log"
 # The examples of crates/dapl, run: each checks what it moved and exits non-zero otherwise.
 # One PASS/FAIL line each, counted below.
 echo "== examples (crates/dapl/examples)"

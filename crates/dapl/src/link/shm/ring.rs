@@ -11,7 +11,8 @@
 //!   producer need not ring its doorbell before then.
 //! - `DATA`..: the records, `cap` bytes (a power of two), positions taken modulo `cap`.
 //!
-//! Who rings whom after reading or writing these words is decided in [`wake`](super::wake).
+//! Who rings whom after reading or writing these words is decided in [`wake`](super::wake)
+//! (checked there under loom).
 //!
 //! A record is a multiple of [`ALIGN`] (64) bytes and never wraps: a producer that reaches the
 //! end writes a `PAD` record to it and goes on at the start. It begins with a 40-byte header

@@ -3,22 +3,27 @@
 //! IA's polling window (`hot_until` of the link). No data moves here and nothing sleeps or
 //! rings: callers do that with the answers.
 //!
-//! Everything is generic over the atomic word ([`Word`]), so that a model checker can run
-//! these same functions on its own atomics; the ring and the link run them on the std atomics
-//! of the mapping and of the IA.
+//! Everything is generic over the atomic word ([`Word`]): the ring and the link run it on the
+//! std atomics of the mapping and of the IA, and the loom models at the end of this file run
+//! the same functions on loom's atomics (`RUSTFLAGS="--cfg loom"`, see `scripts/test.sh`).
 //!
 //! Each place where one side stores and then looks at what the other side stored (the pattern
-//! in which both could miss each other) is paired with the other side's:
-//! - [`needs_bell`] after a publish and [`stop_polling`] (a SeqCst fence each): a producer
-//!   skips the doorbell only while the consumer polls; a consumer that stops polling looks at
-//!   the tail once more.
-//! - [`look_or_wait`] and [`consume`] (SeqCst flag): a producer that found no room marks
-//!   itself waiting and looks at the head once more; a consumer that moved the head takes the
-//!   flag and rings.
-//! - [`poll_window`], [`still_open`] and [`close_window`] / [`expire_window`] (SeqCst
-//!   accesses): whoever writes a ring's window looks at the IA's window after writing it and
-//!   stops the rings itself if the window was closed meanwhile; whoever closes the IA's window
-//!   stops the rings after it.
+//! in which both could miss each other) has a SeqCst fence between the store and the look,
+//! paired with a fence on the other side:
+//! - [`needs_bell`] after a publish and [`stop_polling`]: a producer skips the doorbell only
+//!   while the consumer polls; a consumer that stops polling looks at the tail once more.
+//! - [`poll_window`], [`still_open`] and [`close_window`] / [`expire_window`]: whoever writes a
+//!   ring's window looks at the IA's window after writing it and stops the rings itself if the
+//!   window was closed meanwhile; whoever closes the IA's window stops the rings after it.
+//!
+//! Where one of the two is a Release store or an Acquire load (a publish, a head) the C++
+//! model needs the fences. Where both sides' accesses are SeqCst (the IA's window) it orders
+//! them without, but loom models SeqCst accesses as AcqRel (only its fences are SeqCst): the
+//! fences are what the models check, at the cost of one fence per poll.
+//!
+//! The producer's waiting flag ([`look_or_wait`], [`consume`]): a producer that found no room
+//! sets it (SeqCst) and looks at the head once more (SeqCst); a consumer that moved the head
+//! takes it (a SeqCst swap) and rings.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -144,15 +149,18 @@ pub(crate) fn poll_window<W: Word, R>(
 
 /// After writing rings' windows: true if the IA's window is still open (its closer stops
 /// those rings after closing it); false if it was closed, and the writer must stop the rings
-/// itself. SeqCst with [`close_window`] and [`expire_window`].
+/// itself. Fenced against [`close_window`] and [`expire_window`].
 pub(crate) fn still_open<W: Word>(hot: &W) -> bool {
+    W::fence(Ordering::SeqCst);
     hot.load(Ordering::SeqCst) != 0
 }
 
 /// A consumer goes to sleep: closes the IA's window. True if it was open: the caller then
 /// stops every ring ([`stop_polling`]).
 pub(crate) fn close_window<W: Word>(hot: &W) -> bool {
-    hot.swap(0, Ordering::SeqCst) != 0
+    let was = hot.swap(0, Ordering::SeqCst);
+    W::fence(Ordering::SeqCst);
+    was != 0
 }
 
 /// The progress thread found the IA's window at `seen` (0: closed): if it ran out by `now_ns`
@@ -163,6 +171,7 @@ pub(crate) fn expire_window<W: Word>(hot: &W, seen: u64, now_ns: u64) -> bool {
         return false;
     }
     hot.store(0, Ordering::SeqCst);
+    W::fence(Ordering::SeqCst);
     true
 }
 
@@ -231,5 +240,226 @@ mod tests {
         assert!(!expire_window(&hot, NOW, NOW - 1), "not run out yet");
         assert!(expire_window(&hot, NOW, NOW));
         assert_eq!(hot.load(Ordering::Relaxed), 0);
+    }
+}
+
+/// The loom models: the functions above on loom's atomics, every interleaving (and every
+/// weak-memory outcome loom explores) of the threads that race in the link. Run by
+/// `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p dapl --release --lib loom`.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    impl Word for loom::sync::atomic::AtomicU64 {
+        fn load(&self, order: Ordering) -> u64 {
+            loom::sync::atomic::AtomicU64::load(self, order)
+        }
+        fn store(&self, val: u64, order: Ordering) {
+            loom::sync::atomic::AtomicU64::store(self, val, order)
+        }
+        fn swap(&self, val: u64, order: Ordering) -> u64 {
+            loom::sync::atomic::AtomicU64::swap(self, val, order)
+        }
+        fn fence(order: Ordering) {
+            loom::sync::atomic::fence(order)
+        }
+    }
+
+    type W = loom::sync::atomic::AtomicU64;
+
+    /// A clock that stands still: windows are open (ahead of it) or closed (0).
+    const NOW: u64 = 10 * POLL_REFRESH_NS;
+    /// A record's bytes.
+    const REC: u64 = 64;
+
+    /// One ring's polling words, one word of its records and the consumer's doorbell (a count
+    /// of rings).
+    struct Ring {
+        /// The first record's first word (a record is copied in and out as atomic words).
+        record: W,
+        tail: W,
+        head: W,
+        polling: W,
+        /// The consumer's doorbell.
+        consumer_bell: AtomicUsize,
+    }
+
+    impl Ring {
+        fn new(tail: u64, head: u64, polling: u64) -> Arc<Ring> {
+            Arc::new(Ring {
+                record: W::new(0),
+                tail: W::new(tail),
+                head: W::new(head),
+                polling: W::new(polling),
+                consumer_bell: AtomicUsize::new(0),
+            })
+        }
+
+        fn rings(bell: &AtomicUsize) -> bool {
+            bell.load(Ordering::Relaxed) > 0
+        }
+    }
+
+    /// A producer publishes a record while its consumer, polling the ring, goes to sleep: the
+    /// record is seen by the poll, or the consumer's look at the tail after it stopped polling
+    /// finds it, or the producer rings the doorbell; and a consumer that sees the tail sees the
+    /// record. (Fails without either fence of `needs_bell` / `stop_polling`, with the look
+    /// before the publish, or with a Relaxed publish.)
+    #[test]
+    fn loom_a_published_record_is_seen_by_the_consumer_or_rung() {
+        loom::model(|| {
+            let r = Ring::new(0, 0, NOW + 4 * POLL_REFRESH_NS);
+            let p = {
+                let r = r.clone();
+                thread::spawn(move || {
+                    r.record.store(42, Ordering::Relaxed);
+                    publish(&r.tail, REC);
+                    if needs_bell(&r.polling, NOW) {
+                        r.consumer_bell.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            };
+            // What `Consumer::peek` reads once it has seen the record.
+            let take = |r: &Ring| {
+                assert_eq!(published(&r.tail), REC);
+                assert_eq!(
+                    r.record.load(Ordering::Relaxed),
+                    42,
+                    "a record seen unwritten"
+                );
+                true
+            };
+            // The consumer polls once, then goes to sleep.
+            let polled = pending(&r.tail, &r.head) && take(&r);
+            let after = stop_polling(&r.polling, &r.tail, &r.head) && take(&r);
+            p.join().unwrap();
+            assert!(
+                polled || after || Ring::rings(&r.consumer_bell),
+                "a record published while its consumer went to sleep was left behind"
+            );
+        });
+    }
+
+    /// The IA's window and one of its rings, as two consumer threads use them.
+    struct Ia {
+        hot: W,
+        ring: Arc<Ring>,
+    }
+
+    impl Ia {
+        /// One consumer polls the IA (its window open until `NOW` + 4 ms, the ring's too).
+        fn polled() -> Arc<Ia> {
+            let until = NOW + 4 * POLL_REFRESH_NS;
+            Arc::new(Ia {
+                hot: W::new(until),
+                ring: Ring::new(0, 0, until),
+            })
+        }
+
+        /// `Progress::poll` of the link: the IA's window and the ring's opened later on.
+        fn poll(&self, until: u64) {
+            let ring = &self.ring;
+            poll_window(
+                &self.hot,
+                until,
+                || poll_until(&ring.polling, until),
+                || self.stop(),
+            );
+        }
+
+        /// `Progress::idle` of the link.
+        fn idle(&self) {
+            if close_window(&self.hot) {
+                self.stop();
+            }
+        }
+
+        /// The link's `end_polling`: every ring stopped, what came meanwhile handed on.
+        fn stop(&self) {
+            let r = &self.ring;
+            if stop_polling(&r.polling, &r.tail, &r.head) {
+                r.consumer_bell.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+
+        /// No ring's window is open unless the IA's is (someone polls, and will close it).
+        fn check(&self) {
+            let hot = self.hot.load(Ordering::Relaxed);
+            let ring = self.ring.polling.load(Ordering::Relaxed);
+            assert!(
+                hot != 0 || ring == 0,
+                "the ring's window is open until {ring} with the IA's closed: \
+                 its producer skips the doorbell and nobody polls"
+            );
+        }
+    }
+
+    /// One thread polls (reopening the ring's window) while another, which had polled, goes
+    /// to sleep (closing the IA's window): no ring's window is left open with the IA's closed.
+    /// (The hang of dapltest over shm; fails with the look before the ring's window is
+    /// written, or without the fences of `still_open` / `close_window`.)
+    #[test]
+    fn loom_a_poll_racing_an_idle_leaves_no_window_open_with_nobody_polling() {
+        loom::model(|| {
+            let ia = Ia::polled();
+            let b = {
+                let ia = ia.clone();
+                thread::spawn(move || ia.idle())
+            };
+            ia.poll(NOW + 8 * POLL_REFRESH_NS);
+            b.join().unwrap();
+            ia.check();
+        });
+    }
+
+    /// The same with the progress thread ending its spin meanwhile (`Shared::spin`: its own
+    /// windows written on the rings, then the look at the IA's).
+    #[test]
+    fn loom_a_spin_ending_meanwhile_leaves_no_window_open_with_nobody_polling() {
+        loom::model(|| {
+            let ia = Ia::polled();
+            let b = {
+                let ia = ia.clone();
+                thread::spawn(move || ia.idle())
+            };
+            let spin = {
+                let ia = ia.clone();
+                thread::spawn(move || {
+                    poll_until(&ia.ring.polling, NOW + 16 * POLL_REFRESH_NS);
+                    if !still_open(&ia.hot) {
+                        ia.stop();
+                    }
+                })
+            };
+            ia.poll(NOW + 8 * POLL_REFRESH_NS);
+            b.join().unwrap();
+            spin.join().unwrap();
+            ia.check();
+        });
+    }
+
+    /// A poll while the progress thread finds the IA's window run out (read before the poll
+    /// reopened it: the thread closes the new window too): no ring's window is left open.
+    #[test]
+    fn loom_a_window_running_out_during_a_poll_leaves_no_window_open() {
+        loom::model(|| {
+            let ia = Ia::polled();
+            let progress = {
+                let ia = ia.clone();
+                thread::spawn(move || {
+                    let seen = ia.hot.load(Ordering::Relaxed);
+                    // A clock past every window.
+                    if expire_window(&ia.hot, seen, u64::MAX) {
+                        ia.stop();
+                    }
+                })
+            };
+            ia.poll(NOW + 8 * POLL_REFRESH_NS);
+            progress.join().unwrap();
+            ia.check();
+        });
     }
 }
