@@ -12,6 +12,8 @@
 //! paired with a fence on the other side:
 //! - [`needs_bell`] after a publish and [`stop_polling`]: a producer skips the doorbell only
 //!   while the consumer polls; a consumer that stops polling looks at the tail once more.
+//! - [`look_or_wait`] and [`consume`]: a producer that found no room marks itself waiting and
+//!   looks at the head once more; a consumer that moved the head takes the flag and rings.
 //! - [`poll_window`], [`still_open`] and [`close_window`] / [`expire_window`]: whoever writes a
 //!   ring's window looks at the IA's window after writing it and stops the rings itself if the
 //!   window was closed meanwhile; whoever closes the IA's window stops the rings after it.
@@ -20,10 +22,6 @@
 //! model needs the fences. Where both sides' accesses are SeqCst (the IA's window) it orders
 //! them without, but loom models SeqCst accesses as AcqRel (only its fences are SeqCst): the
 //! fences are what the models check, at the cost of one fence per poll.
-//!
-//! The producer's waiting flag ([`look_or_wait`], [`consume`]): a producer that found no room
-//! sets it (SeqCst) and looks at the head once more (SeqCst); a consumer that moved the head
-//! takes it (a SeqCst swap) and rings.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -112,14 +110,16 @@ pub(crate) fn look_or_wait<W: Word, E>(
     }
     waiting.store(1, Ordering::SeqCst);
     // The consumer may have moved on between the look and the flag: look again.
+    W::fence(Ordering::SeqCst);
     enough(head.load(Ordering::SeqCst))
 }
 
 /// The consumer moves its head to `head` (Release: the producer that sees it may reuse the
 /// bytes) and takes the producer's waiting flag: true if the producer waits (ring its
-/// doorbell). SeqCst with [`look_or_wait`]'s flag and second look.
+/// doorbell). Fenced against [`look_or_wait`].
 pub(crate) fn consume<W: Word>(head_word: &W, waiting: &W, head: u64) -> bool {
     head_word.store(head, Ordering::Release);
+    W::fence(Ordering::SeqCst);
     waiting.swap(0, Ordering::SeqCst) != 0
 }
 
@@ -275,16 +275,19 @@ mod loom_models {
     /// A record's bytes.
     const REC: u64 = 64;
 
-    /// One ring's polling words, one word of its records and the consumer's doorbell (a count
-    /// of rings).
+    /// One ring's control words, one word of its records and the two doorbells (counts of
+    /// rings).
     struct Ring {
         /// The first record's first word (a record is copied in and out as atomic words).
         record: W,
         tail: W,
         head: W,
+        waiting: W,
         polling: W,
         /// The consumer's doorbell.
         consumer_bell: AtomicUsize,
+        /// The producer's doorbell (its own, rung by the consumer).
+        producer_bell: AtomicUsize,
     }
 
     impl Ring {
@@ -293,8 +296,10 @@ mod loom_models {
                 record: W::new(0),
                 tail: W::new(tail),
                 head: W::new(head),
+                waiting: W::new(0),
                 polling: W::new(polling),
                 consumer_bell: AtomicUsize::new(0),
+                producer_bell: AtomicUsize::new(0),
             })
         }
 
@@ -339,6 +344,35 @@ mod loom_models {
             assert!(
                 polled || after || Ring::rings(&r.consumer_bell),
                 "a record published while its consumer went to sleep was left behind"
+            );
+        });
+    }
+
+    /// A producer finds the ring full while its consumer frees a record: it finds the room
+    /// on its second look, or the consumer takes its waiting flag and rings it. (Fails without
+    /// either fence of `look_or_wait` / `consume`.)
+    #[test]
+    fn loom_a_full_producer_is_woken_once_room_is_freed() {
+        const CAP: u64 = 2 * REC;
+        loom::model(|| {
+            // Full: two records published (the tail at CAP), none consumed.
+            let r = Ring::new(CAP, 0, 0);
+            let c = {
+                let r = r.clone();
+                thread::spawn(move || {
+                    if consume(&r.head, &r.waiting, REC) {
+                        r.producer_bell.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            };
+            let room = look_or_wait(&r.head, &r.waiting, |head| {
+                let used = CAP - head; // the tail is at CAP
+                Ok::<_, ()>(CAP - used >= REC)
+            });
+            c.join().unwrap();
+            assert!(
+                room == Ok(true) || Ring::rings(&r.producer_bell),
+                "a producer waiting for room was never told of it"
             );
         });
     }
