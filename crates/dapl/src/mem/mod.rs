@@ -5,6 +5,7 @@
 //! This layer knows nothing of endpoints, links or the DAT objects; the engine, the links and
 //! the DAT layer all use it.
 
+pub(crate) mod published;
 pub(crate) mod region;
 pub(crate) mod table;
 

@@ -39,7 +39,7 @@
 use std::alloc::{self, Layout};
 use std::io;
 use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -57,6 +57,9 @@ pub struct RegionMemory {
     owner: Owner,
     /// [`REVOKED`] once revoked; below it, the number of accesses in flight.
     state: AtomicU64,
+    /// A mapping without PROT_WRITE ([`RegionMemory::map_shared_read_only`]): every write
+    /// entry point refuses it, so nothing stores into it (a store would fault).
+    read_only: bool,
 }
 
 /// Who frees a region's memory.
@@ -70,6 +73,46 @@ enum Owner {
     Lent,
     /// A shared mapping of a file ([`RegionMemory::map_shared`]); unmapped on drop.
     Mapped,
+    /// Library memory backed by a memfd of its own ([`RegionMemory::allocate_shared`]) that
+    /// peers of the shm link may map: the file (sealed against resizing), the region's
+    /// process-unique id, and the mapping's length (whole pages). Unmapped on drop; the pages
+    /// live on while a peer maps them, and belong to this region alone.
+    Memfd {
+        fd: OwnedFd,
+        id: u64,
+        map_len: usize,
+    },
+}
+
+/// Ids of [`RegionMemory::allocate_shared`] regions: never reused in a process.
+static NEXT_SHARED_ID: AtomicU64 = AtomicU64::new(1);
+
+/// `mmap` of the first `len` bytes of `fd`, shared, readable and (if `writable`) writable.
+fn mmap_shared(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<NonNull<u8>> {
+    if len == 0 || len > isize::MAX as usize {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
+    let prot = if writable {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_READ
+    };
+    // SAFETY: a fresh mapping chosen by the kernel (no address hint, so nothing existing is
+    // replaced); the result is checked before use.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(p.cast::<u8>()).ok_or_else(|| io::ErrorKind::Other.into())
 }
 
 /// The bit of [`RegionMemory::state`] that marks a revoked region.
@@ -133,6 +176,7 @@ impl RegionMemory {
             len,
             owner: Owner::Alloc(layout),
             state: AtomicU64::new(0),
+            read_only: false,
         })
     }
 
@@ -151,6 +195,7 @@ impl RegionMemory {
                 taken: AtomicBool::new(false),
             },
             state: AtomicU64::new(0),
+            read_only: false,
         })
     }
 
@@ -189,6 +234,7 @@ impl RegionMemory {
             len,
             owner: Owner::Lent,
             state: AtomicU64::new(0),
+            read_only: false,
         }
     }
 
@@ -197,31 +243,87 @@ impl RegionMemory {
     /// Every access from this process is atomic (module doc), so the other process's writes
     /// are never a data race here; what it writes is data to validate, never trusted.
     pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
-        if len == 0 || len > isize::MAX as usize {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        // SAFETY: a fresh mapping chosen by the kernel (no address hint, so nothing existing
-        // is replaced); the result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or(io::ErrorKind::Other)?;
         Ok(RegionMemory {
-            ptr,
+            ptr: mmap_shared(fd, len, true)?,
             len,
             owner: Owner::Mapped,
             state: AtomicU64::new(0),
+            read_only: false,
         })
+    }
+
+    /// Maps the first `len` bytes of the file `fd` shared and read-only (no PROT_WRITE: a
+    /// peer's memory it may only read, or a table it publishes). Every write entry point
+    /// (`copy_in`, `fill`, a copy into it, receives and pulls into it, `word`) refuses it.
+    pub fn map_shared_read_only(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
+        Ok(RegionMemory {
+            ptr: mmap_shared(fd, len, false)?,
+            len,
+            owner: Owner::Mapped,
+            state: AtomicU64::new(0),
+            read_only: true,
+        })
+    }
+
+    /// Allocates `len` zeroed bytes as [`allocate`](Self::allocate) does, but backed by a
+    /// memfd of their own (whole pages, sealed against shrinking, growing and further seals)
+    /// mapped shared, so that a peer process of the shm link can map the same pages
+    /// ([`shared_file`](Self::shared_file)). One file per region, never reused: pages a peer
+    /// still maps after this region is dropped hold nothing but this region's data.
+    pub fn allocate_shared(len: usize) -> io::Result<Self> {
+        if len == 0 || len > isize::MAX as usize - PAGE_SIZE {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        let map_len = len.next_multiple_of(PAGE_SIZE);
+        let fd = rustix::fs::memfd_create(
+            "dapl-rs-lmr",
+            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+        )?;
+        rustix::fs::ftruncate(&fd, map_len as u64)?;
+        rustix::fs::fcntl_add_seals(
+            &fd,
+            rustix::fs::SealFlags::SHRINK
+                | rustix::fs::SealFlags::GROW
+                | rustix::fs::SealFlags::SEAL,
+        )?;
+        let ptr = mmap_shared(fd.as_fd(), map_len, true)?;
+        Ok(RegionMemory {
+            ptr,
+            len,
+            owner: Owner::Memfd {
+                fd,
+                id: NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed),
+                map_len,
+            },
+            state: AtomicU64::new(0),
+            read_only: false,
+        })
+    }
+
+    /// The file behind an [`allocate_shared`](Self::allocate_shared) region and its id
+    /// (unique in the process, never reused); None for other regions.
+    pub fn shared_file(&self) -> Option<(u64, BorrowedFd<'_>)> {
+        match &self.owner {
+            Owner::Memfd { fd, id, .. } => Some((*id, fd.as_fd())),
+            _ => None,
+        }
+    }
+
+    /// True for a read-only mapping ([`map_shared_read_only`](Self::map_shared_read_only)).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Loads the 8-byte word at `offset` with `order`, also from a read-only mapping (the
+    /// shm link reads a peer's published table so). None unless the word is 8-aligned inside
+    /// the word span. Not counted as an access: for regions that are never revoked.
+    pub fn load_word(&self, offset: usize, order: Ordering) -> Option<u64> {
+        let (lo, hi) = self.word_span();
+        if offset < lo || offset.checked_add(WORD)? > hi || (offset - lo) % WORD != 0 {
+            return None;
+        }
+        Some(self.word_at(offset).load(order))
     }
 
     /// The 8-byte word at `offset` as an atomic, for the control words of memory shared with
@@ -229,6 +331,9 @@ impl RegionMemory {
     /// inside the region's word span (where every access is by that word). Not counted as an
     /// access: for regions that are never revoked (the shm link's rings).
     pub fn word(&self, offset: usize) -> Option<&AtomicU64> {
+        if self.read_only {
+            return None;
+        }
         let (lo, hi) = self.word_span();
         if offset < lo || offset.checked_add(WORD)? > hi || (offset - lo) % WORD != 0 {
             return None;
@@ -299,7 +404,7 @@ impl RegionMemory {
     /// Release (module doc). Returns false (and copies nothing) if the range does not lie
     /// inside the region or the region is revoked.
     pub fn copy_in(&self, offset: usize, src: &[u8]) -> bool {
-        if !self.range_ok(offset, src.len()) {
+        if self.read_only || !self.range_ok(offset, src.len()) {
             return false;
         }
         let Some(_access) = self.enter() else {
@@ -346,7 +451,7 @@ impl RegionMemory {
         dst_offset: usize,
         len: usize,
     ) -> bool {
-        if !self.range_ok(offset, len) || !dst.range_ok(dst_offset, len) {
+        if dst.read_only || !self.range_ok(offset, len) || !dst.range_ok(dst_offset, len) {
             return false;
         }
         let (Some(_from), Some(_to)) = (self.enter(), dst.enter()) else {
@@ -381,7 +486,7 @@ impl RegionMemory {
     /// Sets `len` bytes at `offset` to `byte` (the last unit last, with Release). Returns false
     /// if out of bounds or revoked.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> bool {
-        if !self.range_ok(offset, len) {
+        if self.read_only || !self.range_ok(offset, len) {
             return false;
         }
         let Some(_access) = self.enter() else {
@@ -750,6 +855,7 @@ pub fn recv_scatter(fd: BorrowedFd<'_>, pieces: &[RecvPiece<'_>]) -> io::Result<
         iov[n] = p
             .mem
             .iovec(p.offset, p.len)
+            .filter(|_| !p.mem.read_only)
             .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
         accesses.push(p.mem.enter().ok_or_else(revoked_error)?);
         n += 1;
@@ -851,7 +957,8 @@ pub fn pull_from(pid: i32, remote: &[(u64, usize)], pieces: &[RecvPiece<'_>]) ->
     let mut local = arrayvec::ArrayVec::<libc::iovec, MAX_GATHER>::new();
     let mut accesses: arrayvec::ArrayVec<Access<'_>, MAX_GATHER> = arrayvec::ArrayVec::new();
     for p in pieces {
-        local.push(p.mem.iovec(p.offset, p.len).ok_or_else(invalid)?);
+        let iov = p.mem.iovec(p.offset, p.len).filter(|_| !p.mem.read_only);
+        local.push(iov.ok_or_else(invalid)?);
         accesses.push(p.mem.enter().ok_or_else(revoked_error)?);
     }
     let mut far: arrayvec::ArrayVec<libc::iovec, MAX_GATHER> = remote
@@ -995,6 +1102,12 @@ impl Drop for RegionMemory {
                 // SAFETY: the mapping `map_shared` made, of `len` bytes, unmapped exactly once;
                 // nothing accesses a region being dropped.
                 unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            }
+            Owner::Memfd { map_len, .. } => {
+                // SAFETY: the mapping `allocate_shared` made, of `map_len` bytes, unmapped
+                // exactly once; nothing accesses a region being dropped. The file closes with
+                // the `OwnedFd`; a peer's mapping keeps the pages (this region's alone).
+                unsafe { libc::munmap(self.ptr.as_ptr().cast(), *map_len) };
             }
             Owner::Vec { .. } | Owner::Lent => {}
         }

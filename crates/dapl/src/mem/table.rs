@@ -19,6 +19,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, RwLock};
 
+use crate::mem::published::{PubEntry, Published};
 use crate::mem::RegionMemory;
 use crate::types::MemPriv;
 
@@ -142,6 +143,9 @@ fn same_owner(a: &Arc<dyn EntryOwner>, b: &Arc<dyn EntryOwner>) -> bool {
 #[derive(Default)]
 pub struct MemTable {
     inner: RwLock<Slots>,
+    /// Where remote access to mappable library memory is published for peers of the shm
+    /// link (an IA that maps library memory): written under `inner`'s write lock.
+    published: Option<Published>,
 }
 
 #[derive(Default)]
@@ -161,6 +165,41 @@ const MAX_INDEX: u32 = (1 << 24) - 1;
 pub(crate) const REUSE_AFTER: usize = 1024;
 
 impl MemTable {
+    /// A table that publishes remote access to mappable library memory in `published`.
+    pub fn with_published(published: Published) -> MemTable {
+        MemTable {
+            inner: RwLock::default(),
+            published: Some(published),
+        }
+    }
+
+    /// The published table, if this table has one.
+    pub fn published(&self) -> Option<&Published> {
+        self.published.as_ref()
+    }
+
+    /// What a peer endpoint in `pz` may map of `stag`'s region: the region, if it is mappable
+    /// library memory and the entry grants that PZ a remote right, and whether the mapping may
+    /// be writable (`want_write` and REMOTE_WRITE).
+    pub fn map_grant(
+        &self,
+        stag: u32,
+        pz: u64,
+        want_write: bool,
+    ) -> Option<(Arc<RegionMemory>, bool)> {
+        self.with_entry(stag, |e| {
+            let e = e.filter(|e| e.pz == pz && e.region.shared_file().is_some())?;
+            if !e
+                .privs
+                .intersects(MemPriv::REMOTE_READ | MemPriv::REMOTE_WRITE)
+            {
+                return None;
+            }
+            let writable = want_write && e.privs.contains(MemPriv::REMOTE_WRITE);
+            Some((e.region.clone(), writable))
+        })
+    }
+
     /// Registers `len` bytes of `region` starting at `region_offset`, seen at virtual address
     /// `base_va`. Returns the STag, or None when the table is full (`max` entries).
     #[allow(clippy::too_many_arguments)]
@@ -233,7 +272,23 @@ impl MemTable {
             owner,
         });
         t.live += 1;
-        Some(index << 8 | key as u32)
+        let stag = index << 8 | key as u32;
+        if let Some(p) = &self.published {
+            let e = t.slots[index as usize].1.as_ref().expect("just filled");
+            let rights = e.privs & (MemPriv::REMOTE_READ | MemPriv::REMOTE_WRITE);
+            if let (Some((region, _)), false) = (e.region.shared_file(), rights.is_empty()) {
+                p.publish(&PubEntry {
+                    stag,
+                    rights,
+                    pz: e.pz,
+                    region,
+                    file_offset: e.region_offset as u64,
+                    base_va: e.base_va,
+                    len: e.len,
+                });
+            }
+        }
+        Some(stag)
     }
 
     /// Removes the entry for `stag`; true if it was there. Its owner, if any, is told.
@@ -285,6 +340,11 @@ impl MemTable {
             let e = slot.take();
             t.free.push_back(index as u32);
             t.live -= 1;
+            if let Some(p) = &self.published {
+                // Before the lock goes: no access resolves the STag here, and no peer
+                // library's check passes, once the removal is done.
+                p.withdraw(stag);
+            }
             e
         };
         if let Some(o) = removed.as_ref().and_then(|e| e.owner.as_ref()) {
