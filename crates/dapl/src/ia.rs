@@ -68,6 +68,12 @@ pub struct IaAttr {
     /// (`"tcp:10.0.0.1,dead_peer=5"`; dat.conf: `"tcp 10.0.0.1 dead_peer=5"`). None where a
     /// peer cannot go silent unnoticed (loopback, shm).
     pub dead_peer_timeout: Option<std::time::Duration>,
+    /// Library memory (`Pz::lmr_allocate`) is backed by files that peers of the shm link map,
+    /// so that their RDMA Writes and Reads into and out of it are copies by the initiator
+    /// (docs/architecture.md, "Mapped library memory"). On for shm IAs unless the IA name
+    /// says `map=off` (`"shm,map=off"`); off elsewhere. `Pz::lmr_allocate_unmapped` turns
+    /// it off for one LMR.
+    pub map_library_memory: bool,
 }
 
 pub use crate::types::MAX_IOV;
@@ -94,6 +100,7 @@ impl IaAttr {
             max_recv_per_srq: 1 << 16,
             max_private_data_size: caps.max_private_data,
             dead_peer_timeout: caps.dead_peer_bound,
+            map_library_memory: false,
         }
     }
 }
@@ -339,11 +346,23 @@ pub const MAX_EPS_LIMIT: usize = 1 << 20;
 
 /// Splits the options every link takes (`,max_eps=<n>`) off an IA name: the name the link
 /// parses, and the endpoint limit if one was given.
-fn ia_options(name: &str) -> Result<(String, Option<usize>)> {
+fn ia_options(name: &str) -> Result<(String, Option<usize>, bool)> {
     let mut parts = name.split(',');
     let mut base = parts.next().unwrap_or_default().to_string();
     let mut max_eps = None;
+    let mut map = true;
     for p in parts {
+        match p.trim() {
+            "map=off" => {
+                map = false;
+                continue;
+            }
+            "map=on" => {
+                map = true;
+                continue;
+            }
+            _ => {}
+        }
         match p.trim().strip_prefix("max_eps=") {
             Some(v) => match v.parse::<usize>() {
                 Ok(n) if (1..=MAX_EPS_LIMIT).contains(&n) => max_eps = Some(n),
@@ -366,7 +385,7 @@ fn ia_options(name: &str) -> Result<(String, Option<usize>)> {
             }
         }
     }
-    Ok((base, max_eps))
+    Ok((base, max_eps, map))
 }
 
 impl InterfaceAdapter {
@@ -395,7 +414,7 @@ impl InterfaceAdapter {
         const OP: &str = "ia_open";
         let obj = Object::new("ia", 0);
         let mut tcp = None;
-        let (base, max_eps) = ia_options(name)?;
+        let (base, max_eps, map) = ia_options(name)?;
         let base = base.as_str();
         let ((link, progress), addr): (LinkPair, IaAddress) = match base.split_once(':') {
             None if base == "loopback" => (
@@ -444,6 +463,11 @@ impl InterfaceAdapter {
         if let Some(n) = max_eps {
             attr.max_eps = n;
         }
+        // Library memory peers map: a published table for them (without one, mapping is off).
+        let published = (map && link.name() == "shm")
+            .then(crate::mem::published::Published::new)
+            .and_then(|p| p.ok());
+        attr.map_library_memory = published.is_some();
         if async_evd_qlen == 0 || async_evd_qlen > attr.max_evd_qlen {
             return err(
                 ErrorType::InvalidParameter,
@@ -461,7 +485,10 @@ impl InterfaceAdapter {
             attr,
             link,
             progress,
-            memtable: Arc::new(MemTable::default()),
+            memtable: Arc::new(match published {
+                Some(p) => MemTable::with_published(p),
+                None => MemTable::default(),
+            }),
             tcp,
             closed: AtomicBool::new(false),
             objects: Mutex::new(Objects::default()),

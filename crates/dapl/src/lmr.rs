@@ -129,10 +129,29 @@ impl Pz {
     /// Allocates `len` bytes of page-aligned, zeroed memory and registers it in this PZ with
     /// `privs` (`dat_lmr_create` with memory the provider owns). The pages are not touched, so
     /// large LMRs cost nothing until used.
+    ///
+    /// On an IA that maps library memory ([`IaAttr::map_library_memory`](crate::IaAttr)):
+    /// the memory is a file of its own that connected shm peers map (read-only unless the
+    /// LMR or an RMR bound to it grants REMOTE_WRITE), so that their RDMA Writes and Reads
+    /// are copies in their process; if no file can be had (out of descriptors), it is
+    /// ordinary memory and peers use the ring path. [`Lmr::is_mappable`] tells which.
     pub fn lmr_allocate(&self, len: usize, privs: MemPriv) -> Result<Lmr> {
+        self.allocate_lmr(len, privs, self.0.ia.attr.map_library_memory)
+    }
+
+    /// [`lmr_allocate`](Self::lmr_allocate), but never mapped by peers, whatever the IA
+    /// does: their RDMA to it goes through the link (ring or cross-memory attach).
+    pub fn lmr_allocate_unmapped(&self, len: usize, privs: MemPriv) -> Result<Lmr> {
+        self.allocate_lmr(len, privs, false)
+    }
+
+    fn allocate_lmr(&self, len: usize, privs: MemPriv, mappable: bool) -> Result<Lmr> {
         const OP: &str = "lmr_create";
         self.lmr_checks(OP, len)?;
-        let Some(region) = RegionMemory::allocate(len) else {
+        let shared = mappable
+            .then(|| RegionMemory::allocate_shared(len).ok())
+            .flatten();
+        let Some(region) = shared.or_else(|| RegionMemory::allocate(len)) else {
             return err(
                 ErrorType::InsufficientResources,
                 Subtype::ResourceMemory,
@@ -178,6 +197,12 @@ impl Pz {
 }
 
 impl Lmr {
+    /// True if connected shm peers may map this LMR's memory (library memory of an IA that
+    /// maps it: [`Pz::lmr_allocate`]); their RDMA to it is then a copy in their process.
+    pub fn is_mappable(&self) -> bool {
+        self.0.region.shared_file().is_some()
+    }
+
     pub(crate) fn object(&self) -> Object {
         Object::new("lmr", self.0.id)
     }
