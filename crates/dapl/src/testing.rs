@@ -7,6 +7,9 @@
 //! - The tcp link's hand-off between its progress thread and a polling consumer
 //!   (docs/architecture.md, "Who makes progress"): [`handoff_state`] and
 //!   [`set_handoff_window`].
+//! - The shm link's mapped library memory: [`shm_direct_copies`] counts the RDMA Writes and
+//!   Reads this process copied straight into or out of a peer's mapping, and
+//!   [`shm_received_region_fds`] hands over the descriptors of peers' regions it received.
 //! - Revocation: [`hold_receives_into`] stops a socket receive into registered memory with its
 //!   access to the region counted, so a test can free the LMR while it is in flight.
 
@@ -60,4 +63,16 @@ impl Drop for ReceiveHold {
     fn drop(&mut self) {
         crate::mem::region::hold::release();
     }
+}
+
+/// RDMA Writes and Reads this process has copied straight into or out of a shm peer's mapped
+/// library memory (docs/architecture.md, "Mapped library memory"), since it started.
+pub fn shm_direct_copies() -> u64 {
+    crate::link::shm::DIRECT_COPIES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The descriptors of shm peers' regions this process has received since the last call
+/// (copies of them), each with whether the peer sent it as writable.
+pub fn shm_received_region_fds() -> Vec<(std::os::fd::OwnedFd, bool)> {
+    crate::link::shm::received::take()
 }

@@ -319,6 +319,21 @@ impl Qp {
         self.id
     }
 
+    /// The protection zone every remote access to this QP is checked against.
+    pub(crate) fn pz_id(&self) -> u64 {
+        self.pz_id
+    }
+
+    /// The memory table of its IA.
+    pub(crate) fn memtable(&self) -> &Arc<MemTable> {
+        &self.memtable
+    }
+
+    /// RDMA Reads of this QP that wait for their response (in the ORQ).
+    pub(crate) fn reads_outstanding(&self) -> usize {
+        self.lock().orq.len()
+    }
+
     /// The local address of the link it runs over.
     pub(crate) fn local_addr(&self) -> IaAddress {
         self.local_addr

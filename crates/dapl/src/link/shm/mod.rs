@@ -32,6 +32,28 @@
 pub(crate) mod ring;
 mod wake;
 
+/// Feature "testing": the descriptors of peers' regions this process received (dups), with
+/// whether they were sent as writable, for tests that try to map them writable.
+#[cfg(feature = "testing")]
+pub(crate) mod received {
+    use std::os::fd::OwnedFd;
+    use std::sync::Mutex;
+
+    static FDS: Mutex<Vec<(OwnedFd, bool)>> = Mutex::new(Vec::new());
+
+    pub(crate) fn keep(fd: &OwnedFd, writable: bool) {
+        if let Ok(d) = fd.try_clone() {
+            FDS.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((d, writable));
+        }
+    }
+
+    pub(crate) fn take() -> Vec<(OwnedFd, bool)> {
+        std::mem::take(&mut *FDS.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
 use std::borrow::Cow;
 
 use arrayvec::ArrayVec;
@@ -65,8 +87,10 @@ use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
 };
 use crate::link::spare_fd::SpareFd;
+use crate::mem::published;
 use crate::mem::region::{pull_from, Lease, RecvPiece};
 use crate::mem::{seg_span, RegionMemory, Seg};
+use crate::types::MemPriv;
 use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, IaAddress, MAX_IOV};
 
 /// Data bytes of each ring.
@@ -90,7 +114,18 @@ const MAGIC_REQUEST: &[u8; 4] = b"DRSQ";
 const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
 const MAGIC_REJECT: &[u8; 4] = b"DRSR";
 /// Bytes of a handshake message before the private data.
-const HS_HDR: usize = 40;
+const HS_HDR: usize = 48;
+/// On an established connection's socket: a request for the file of a region of the peer's
+/// library memory (`MapAsk`), and its answer (`MapAnswer`, with the descriptor or without).
+const MAGIC_MAP_ASK: &[u8; 4] = b"DRSM";
+const MAGIC_MAP_ANSWER: &[u8; 4] = b"DRSF";
+/// Bytes of either.
+const MAP_MSG: usize = 20;
+/// More mappings of a peer's regions than this, and those no longer in its published table are
+/// dropped (the peer freed them).
+const MAPS_PRUNE_AT: usize = 64;
+/// Copies made straight into or out of a peer's mapped memory (`dapl::testing`).
+pub(crate) static DIRECT_COPIES: AtomicU64 = AtomicU64::new(0);
 /// Handshake flag of an Accept: the acceptor can read the requester's memory by cross-memory
 /// attach (it probed it).
 const HS_PULLS: u32 = 1;
@@ -168,13 +203,16 @@ fn reset_bell(fd: &OwnedFd) {
 }
 
 /// A handshake message (little-endian): magic, IRD u32, ORD u32, pid u32, private data length
-/// u32, flags u32, the address and value of our probe word (u64 each), private data.
+/// u32, flags u32, the address and value of our probe word (u64 each), the endpoint's PZ id
+/// u64, private data. Descriptors: the ring, the doorbell, and (if the sender's IA maps library
+/// memory) a read-only descriptor of its published table.
 struct Hello {
     magic: [u8; 4],
     ird: u32,
     ord: u32,
     flags: u32,
     probe: (u64, u64),
+    pz: u64,
     pdata: Vec<u8>,
     fds: Vec<OwnedFd>,
 }
@@ -242,6 +280,7 @@ fn send_hello(
     ird: usize,
     ord: usize,
     flags: u32,
+    pz: u64,
     pdata: &[u8],
     fds: &[&OwnedFd],
 ) -> bool {
@@ -260,9 +299,10 @@ fn send_hello(
     let (addr, value) = probe_word();
     m.extend_from_slice(&addr.to_le_bytes());
     m.extend_from_slice(&value.to_le_bytes());
+    m.extend_from_slice(&pz.to_le_bytes());
     m.extend_from_slice(pdata);
     let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !borrowed.is_empty() && !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
         return false;
@@ -275,7 +315,7 @@ fn send_hello(
 /// something else.
 fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
     let mut buf = [0u8; HS_HDR + MAX_PRIVATE_DATA + 1];
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let r = rustix::net::recvmsg(
         sock,
@@ -311,9 +351,109 @@ fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
         ord: word(8),
         flags: word(20),
         probe: (u64_at(24), u64_at(32)),
+        pz: u64_at(40),
         pdata: buf[HS_HDR..n].to_vec(),
         fds,
     }))
+}
+
+/// A read-only descriptor of the file `fd` names (reopened through /proc): a mapping of it
+/// with PROT_WRITE fails (EACCES), in whatever process it is sent to.
+fn reopen_read_only(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    use std::os::fd::AsRawFd;
+    Ok(rustix::fs::open(
+        format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
+/// What we send a peer of `qp` so that it can map our library memory: a read-only descriptor
+/// of our published table (None if our IA does not map library memory).
+fn table_for_peer(qp: &Qp) -> Option<OwnedFd> {
+    let p = qp.memtable().published()?;
+    reopen_read_only(p.fd()).ok()
+}
+
+/// Maps the published table a peer sent (read-only), if our IA maps library memory too and the
+/// file is sealed against shrinking and long enough (a shrunk file would fault).
+fn map_peer_table(qp: &Qp, fd: Option<&OwnedFd>) -> Option<Arc<RegionMemory>> {
+    qp.memtable().published()?;
+    let fd = fd?;
+    map_sealed(fd, false).filter(|m| m.len() >= published::TABLE_LEN)
+}
+
+/// Maps all of the sealed (against shrinking) file `fd` shared, writable or read-only.
+fn map_sealed(fd: &OwnedFd, writable: bool) -> Option<Arc<RegionMemory>> {
+    let seals = rustix::fs::fcntl_get_seals(fd).ok()?;
+    let size = usize::try_from(rustix::fs::fstat(fd).ok()?.st_size).ok()?;
+    if !seals.contains(SealFlags::SHRINK) || size == 0 {
+        return None;
+    }
+    let m = if writable {
+        RegionMemory::map_shared(fd.as_fd(), size)
+    } else {
+        RegionMemory::map_shared_read_only(fd.as_fd(), size)
+    };
+    m.ok().map(Arc::new)
+}
+
+/// One message on an established connection's socket (`Ctl::Msg`: its bytes and descriptors).
+enum Ctl {
+    Nothing,
+    Msg(Vec<u8>, Vec<OwnedFd>),
+    HangUp,
+}
+
+fn recv_ctl(sock: &OwnedFd) -> Ctl {
+    let mut buf = [0u8; 64];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let r = rustix::net::recvmsg(
+        sock,
+        &mut [IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+    );
+    let mut fds = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(it) = msg {
+            fds.extend(it);
+        }
+    }
+    match r {
+        Ok(r) if r.bytes > 0 => Ctl::Msg(buf[..r.bytes.min(buf.len())].to_vec(), fds),
+        Err(Errno::AGAIN) | Err(Errno::INTR) => Ctl::Nothing,
+        _ => Ctl::HangUp,
+    }
+}
+
+fn map_msg(magic: &[u8; 4], stag: u32, flags: u32, region: u64) -> [u8; MAP_MSG] {
+    let mut m = [0u8; MAP_MSG];
+    m[..4].copy_from_slice(magic);
+    m[4..8].copy_from_slice(&stag.to_le_bytes());
+    m[8..12].copy_from_slice(&flags.to_le_bytes());
+    m[12..20].copy_from_slice(&region.to_le_bytes());
+    m
+}
+
+/// Sends `m` (and `fd`) on an established connection's socket, without waiting.
+fn send_ctl(sock: &OwnedFd, m: &[u8], fd: Option<&OwnedFd>) -> bool {
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let one = fd.map(|f| [f.as_fd()]);
+    if let Some(one) = &one {
+        if !control.push(SendAncillaryMessage::ScmRights(one)) {
+            return false;
+        }
+    }
+    rustix::net::sendmsg(
+        sock,
+        &[IoSlice::new(m)],
+        &mut control,
+        SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+    )
+    .is_ok_and(|n| n == m.len())
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -354,6 +494,8 @@ struct Dial {
     ring_fd: OwnedFd,
     ring: Arc<RegionMemory>,
     bell: OwnedFd,
+    /// Our published table, read-only, for the acceptor (None: our IA does not map).
+    table_fd: Option<OwnedFd>,
     refused_until: Instant,
     sock: Mutex<Option<OwnedFd>>,
     token: u64,
@@ -511,14 +653,17 @@ impl Shared {
             }
         }
         let (ird, ord) = qp.read_depths();
+        let mut fds = vec![&dial.ring_fd, &dial.bell];
+        fds.extend(dial.table_fd.as_ref());
         if !send_hello(
             &sock,
             MAGIC_REQUEST,
             ird,
             ord,
             0,
+            qp.pz_id(),
             &dial.pdata,
-            &[&dial.ring_fd, &dial.bell],
+            &fds,
         ) {
             return refused(self);
         }
@@ -576,14 +721,16 @@ impl Shared {
             qp.attempt_failed(dial.attempt, ConnectionEventKind::PeerRejected, h.pdata);
             return;
         }
-        let peer = (&h.magic == MAGIC_ACCEPT && h.fds.len() == 2)
+        let peer = (&h.magic == MAGIC_ACCEPT && (2..=3).contains(&h.fds.len()))
             .then(|| {
-                let bell = h.fds.pop()?;
-                let ring = map_peer_ring(&h.fds[0]).ok()?;
-                Some((ring, bell))
+                let mut fds = std::mem::take(&mut h.fds).into_iter();
+                let ring = map_peer_ring(&fds.next()?).ok()?;
+                let bell = fds.next()?;
+                let table = map_peer_table(&qp, fds.next().as_ref());
+                Some((ring, bell, table))
             })
             .flatten();
-        let Some((peer_ring, peer_bell)) = peer else {
+        let Some((peer_ring, peer_bell, peer_table)) = peer else {
             qp.attempt_failed(
                 dial.attempt,
                 ConnectionEventKind::NonPeerRejected,
@@ -616,6 +763,10 @@ impl Shared {
             dial.ring.clone(),
             peer_ring,
             pulls,
+            PeerMem {
+                table: peer_table,
+                pz: h.pz,
+            },
         );
         conn.send_caps();
         // Established before the ring is watched: a record handled earlier would find the
@@ -735,15 +886,19 @@ impl Shared {
         let Some((sock, hello)) = self.take_hello(&inc.sock, inc.token) else {
             return;
         };
-        let Some(mut h) = hello.filter(|h| &h.magic == MAGIC_REQUEST && h.fds.len() == 2) else {
+        let Some(mut h) =
+            hello.filter(|h| &h.magic == MAGIC_REQUEST && (2..=3).contains(&h.fds.len()))
+        else {
             return;
         };
         let Some(sp) = inc.sp.upgrade().filter(|s| s.is_open()) else {
-            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, &[], &[]);
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, 0, &[], &[]);
             return;
         };
-        let peer_bell = h.fds.pop().expect("two descriptors");
-        let peer_ring_fd = h.fds.pop().expect("two descriptors");
+        let mut fds = std::mem::take(&mut h.fds).into_iter();
+        let peer_ring_fd = fds.next().expect("two descriptors");
+        let peer_bell = fds.next().expect("two descriptors");
+        let peer_table_fd = fds.next();
         let peer_ucred = rustix::net::sockopt::get_socket_peercred(&sock).ok();
         let info = CrArrivalInfo {
             remote_addr: SocketAddr::new(IpAddr::V4(self.ip), 0),
@@ -755,6 +910,8 @@ impl Shared {
             sock: Mutex::new(Some(sock)),
             peer_ring_fd,
             peer_bell: Mutex::new(Some(peer_bell)),
+            peer_table_fd,
+            peer_pz: h.pz,
             ird: h.ird as usize,
             ord: h.ord as usize,
             probe: h.probe,
@@ -895,6 +1052,7 @@ impl Link for ShmLink {
             ring_fd,
             ring,
             bell,
+            table_fd: table_for_peer(qp),
             refused_until: Instant::now() + REFUSED_RETRY_FOR,
             sock: Mutex::new(None),
             token: self.shared.token(),
@@ -976,6 +1134,10 @@ struct ShmRequest {
     sock: Mutex<Option<OwnedFd>>,
     peer_ring_fd: OwnedFd,
     peer_bell: Mutex<Option<OwnedFd>>,
+    /// The requester's published table (read-only), if its IA maps library memory.
+    peer_table_fd: Option<OwnedFd>,
+    /// The requester endpoint's PZ.
+    peer_pz: u64,
     ird: usize,
     ord: usize,
     /// The requester's probe word.
@@ -1000,14 +1162,18 @@ impl PendingRequest for ShmRequest {
         let (my_in, my_out) = qp.read_depths();
         let pid = peer_pid(&sock);
         let we_pull = probe_peer(pid, self.probe);
+        let table_fd = table_for_peer(qp);
+        let mut fds = vec![&ring_fd, &bell];
+        fds.extend(table_fd.as_ref());
         if !send_hello(
             &sock,
             MAGIC_ACCEPT,
             my_in,
             my_out,
             if we_pull { HS_PULLS } else { 0 },
+            qp.pz_id(),
             private_data,
-            &[&ring_fd, &bell],
+            &fds,
         ) {
             return false;
         }
@@ -1020,8 +1186,12 @@ impl PendingRequest for ShmRequest {
             we_pull,
             peer_pulls: false,
         };
+        let peer_mem = PeerMem {
+            table: map_peer_table(qp, self.peer_table_fd.as_ref()),
+            pz: self.peer_pz,
+        };
         let conn = ShmConn::new(
-            &shared, qp, remote, sock, bell, peer_bell, ring, peer_ring, pulls,
+            &shared, qp, remote, sock, bell, peer_bell, ring, peer_ring, pulls, peer_mem,
         );
         // Established at once (the requester may send as soon as it reads the Accept), and
         // before the ring is watched; a requester that gave up meanwhile has closed the socket
@@ -1042,7 +1212,7 @@ impl PendingRequest for ShmRequest {
 
     fn reject(&self, private_data: &[u8]) {
         if let Some(sock) = lock(&self.sock).take() {
-            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, private_data, &[]);
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, 0, private_data, &[]);
         }
     }
 
@@ -1277,6 +1447,40 @@ pub(crate) struct ShmConn {
     peer_pulls: AtomicBool,
     /// Lent messages wait for the peer to consume them (`settle`).
     lending: AtomicBool,
+    /// The peer's published table (read-only), if both IAs map library memory.
+    peer_table: Option<Arc<RegionMemory>>,
+    /// The peer endpoint's PZ, as its handshake said: what its table's entries must name.
+    peer_pz: u64,
+    /// Our mappings of the peer's library memory.
+    maps: Mutex<Maps>,
+}
+
+/// What a peer told in its handshake about mapping its library memory.
+struct PeerMem {
+    table: Option<Arc<RegionMemory>>,
+    pz: u64,
+}
+
+/// Mappings of a peer's regions of library memory, by region id.
+#[derive(Default)]
+struct Maps {
+    /// Region id -> its mappings.
+    by_region: HashMap<u64, RegionMaps>,
+    /// Files asked for and not answered yet: (region id, writable).
+    asked: std::collections::HashSet<(u64, bool)>,
+}
+
+/// A read-only mapping of a peer's region, and a writable one.
+type RegionMaps = (Option<Arc<RegionMemory>>, Option<Arc<RegionMemory>>);
+
+/// What the direct path did with an RDMA Write or Read (`ShmConn::direct`).
+enum Direct {
+    /// Not taken (no mapping yet, no published entry, the ring not drained): today's path.
+    Ring,
+    /// The data is placed: the message is done (a Write: `Sent`; a Read: completed) or failed.
+    Done(TxOutcome),
+    /// A write with immediate's data is placed: its Immediate Data goes through the ring.
+    Placed,
 }
 
 /// Cross-memory attach between the two ends of a connection, as probed at connect time.
@@ -1304,6 +1508,7 @@ impl ShmConn {
         inbound: Arc<RegionMemory>,
         outbound: Arc<RegionMemory>,
         pulls: Pulls,
+        peer_mem: PeerMem,
     ) -> Arc<ShmConn> {
         Arc::new_cyclic(|me| ShmConn {
             me: me.clone(),
@@ -1339,6 +1544,9 @@ impl ShmConn {
             we_pull: pulls.we_pull,
             peer_pulls: AtomicBool::new(pulls.peer_pulls),
             lending: AtomicBool::new(false),
+            peer_table: peer_mem.table,
+            peer_pz: peer_mem.pz,
+            maps: Mutex::new(Maps::default()),
         })
     }
 
@@ -1897,11 +2105,12 @@ impl ShmConn {
     /// The socket is readable or hung up: after the records already in the ring (a Close
     /// among them), a hang-up means the peer is gone.
     fn on_sock(self: &Arc<Self>) {
-        let mut b = [0u8; 64];
-        match rustix::net::recv(&self.sock, &mut b, RecvFlags::DONTWAIT) {
-            Err(Errno::AGAIN) | Err(Errno::INTR) => return,
-            Ok(n) if n > 0 => return, // nothing is sent on an established socket
-            _ => {}
+        loop {
+            match recv_ctl(&self.sock) {
+                Ctl::Nothing => return,
+                Ctl::Msg(m, fds) => self.on_ctl(&m, fds),
+                Ctl::HangUp => break,
+            }
         }
         let held = {
             // Waits for a poll in another thread: what the peer wrote before it went (its
@@ -1927,6 +2136,223 @@ impl ShmConn {
         self.finish();
     }
 
+    /// A message on the socket: a peer asks for the file of one of our regions, or answers our
+    /// request. Anything else is ignored.
+    fn on_ctl(&self, m: &[u8], fds: Vec<OwnedFd>) {
+        if m.len() != MAP_MSG {
+            return;
+        }
+        let stag = u32::from_le_bytes(m[4..8].try_into().expect("4 bytes"));
+        let flags = u32::from_le_bytes(m[8..12].try_into().expect("4 bytes"));
+        let region = u64::from_le_bytes(m[12..20].try_into().expect("8 bytes"));
+        if &m[..4] == MAGIC_MAP_ASK {
+            self.grant_map(stag, flags & 1 != 0, region);
+        } else if &m[..4] == MAGIC_MAP_ANSWER {
+            let asked_write = flags & 2 != 0;
+            let writable = flags & 1 != 0 && asked_write;
+            let mapped = fds
+                .first()
+                .filter(|_| lock(&self.maps).asked.contains(&(region, asked_write)))
+                .and_then(|fd| {
+                    #[cfg(feature = "testing")]
+                    crate::link::shm::received::keep(fd, writable);
+                    map_sealed(fd, writable)
+                });
+            let mut maps = lock(&self.maps);
+            maps.asked.remove(&(region, asked_write));
+            if let Some(map) = mapped {
+                if maps.by_region.len() >= MAPS_PRUNE_AT {
+                    if let Some(t) = &self.peer_table {
+                        let live = published::live_regions(t);
+                        maps.by_region.retain(|r, _| live.contains(r));
+                    }
+                }
+                let e = maps.by_region.entry(region).or_default();
+                match writable {
+                    true => e.1 = Some(map),
+                    false => e.0 = Some(map),
+                }
+            }
+        }
+    }
+
+    /// The peer asks for the file of region `region` behind our `stag` (`write`: writable):
+    /// granted if the memory table says the entry is that mappable region's and grants our
+    /// endpoint's PZ a remote right; a read-only descriptor unless it grants REMOTE_WRITE.
+    fn grant_map(&self, stag: u32, write: bool, region: u64) {
+        let Some(qp) = self.qp() else {
+            return;
+        };
+        let fd = qp
+            .memtable()
+            .map_grant(stag, qp.pz_id(), write)
+            .and_then(|(mem, writable)| {
+                let (id, fd) = mem.shared_file()?;
+                if id != region {
+                    return None;
+                }
+                match writable {
+                    true => rustix::io::dup(fd).ok().map(|f| (f, true)),
+                    false => reopen_read_only(fd).ok().map(|f| (f, false)),
+                }
+            });
+        let flags = u32::from(write) << 1 | u32::from(fd.as_ref().is_some_and(|f| f.1));
+        let m = map_msg(MAGIC_MAP_ANSWER, stag, flags, region);
+        let _ = send_ctl(&self.sock, &m, fd.as_ref().map(|f| &f.0));
+    }
+
+    /// Asks the peer for the file of its region `region` (once until answered).
+    fn ask_map(&self, maps: &mut Maps, stag: u32, region: u64, write: bool) {
+        if !maps.asked.insert((region, write)) {
+            return;
+        }
+        let m = map_msg(MAGIC_MAP_ASK, stag, u32::from(write), region);
+        if !send_ctl(&self.sock, &m, None) {
+            maps.asked.remove(&(region, write));
+        }
+    }
+
+    /// Where `len` bytes at `to` of the peer's `stag` are mapped here, for a `write` or a read:
+    /// the mapping, the offset in it and the generation of the published entry that allowed
+    /// it. None (asking for the file if that is what is missing) if the peer's table does not
+    /// allow it (no entry, another PZ, no right, out of bounds) or nothing is mapped yet.
+    fn mapped(
+        &self,
+        stag: u32,
+        to: u64,
+        len: u64,
+        write: bool,
+    ) -> Option<(Arc<RegionMemory>, usize, u64)> {
+        let table = self.peer_table.as_ref()?;
+        let (e, gen) = published::lookup(table, stag)?;
+        let right = match write {
+            true => MemPriv::REMOTE_WRITE,
+            false => MemPriv::REMOTE_READ,
+        };
+        let off = usize::try_from(e.check(self.peer_pz, right, to, len)?).ok()?;
+        let mut maps = lock(&self.maps);
+        let m = maps
+            .by_region
+            .get(&e.region)
+            .and_then(|(ro, rw)| match write {
+                true => rw.clone(),
+                false => rw.clone().or_else(|| ro.clone()),
+            });
+        if m.is_none() {
+            self.ask_map(&mut maps, stag, e.region, write);
+        }
+        Some((m?, off, gen))
+    }
+
+    /// Nothing of ours waits in the link or the peer's ring: a copy made now is ordered after
+    /// every message transmitted before it (the peer has handled them all).
+    fn quiet(&self) -> bool {
+        let tx = lock(&self.tx);
+        !tx.closed
+            && tx.close.is_none()
+            && tx.job.is_none()
+            && tx.lent.is_empty()
+            && !tx.held
+            && tx.ring.drained()
+    }
+
+    /// RDMA Writes and Reads on the peer's mapped library memory: the copy is made here, by
+    /// the initiator, after checking the peer's published entry (STag, PZ, right, bounds) and
+    /// again after the copy (the generation: neither withdrawn nor replaced meanwhile). Taken
+    /// only when nothing earlier of this endpoint waits in the link; anything else is
+    /// `Direct::Ring` (today's path, whose checks are the peer's memory table).
+    fn direct(&self, msg: &OutMsg<'_>) -> Direct {
+        if self.peer_table.is_none() {
+            return Direct::Ring;
+        }
+        match *msg {
+            OutMsg::Write {
+                stag,
+                to,
+                payload: Payload::Segs(segs),
+            }
+            | OutMsg::WriteImmed {
+                stag,
+                to,
+                payload: Payload::Segs(segs),
+                ..
+            } => {
+                let len: u64 = segs.iter().map(|s| s.len as u64).sum();
+                if len == 0 || !self.quiet() {
+                    return Direct::Ring;
+                }
+                let Some((map, off, gen)) = self.mapped(stag, to, len, true) else {
+                    return Direct::Ring;
+                };
+                let mut at = off;
+                for s in segs {
+                    if !s.region.copy_to(s.offset, &map, at, s.len) {
+                        return Direct::Done(TxOutcome::Failed(DtoStatus::LocalProtection));
+                    }
+                    at += s.len;
+                }
+                DIRECT_COPIES.fetch_add(1, Ordering::Relaxed);
+                let table = self.peer_table.as_ref().expect("checked above");
+                if !published::still_valid(table, stag, gen) {
+                    // Withdrawn while we copied: refused, as the ring path would have been.
+                    return Direct::Done(TxOutcome::Failed(DtoStatus::RemoteAccess));
+                }
+                match msg {
+                    OutMsg::WriteImmed { .. } => Direct::Placed,
+                    _ => Direct::Done(TxOutcome::Sent),
+                }
+            }
+            OutMsg::ReadRequest {
+                sink_stag,
+                sink_to,
+                len,
+                src_stag,
+                src_to,
+            } => {
+                if len == 0 || !self.quiet() {
+                    return Direct::Ring;
+                }
+                let Some((map, off, gen)) = self.mapped(src_stag, src_to, len, false) else {
+                    return Direct::Ring;
+                };
+                let Some(qp) = self.qp() else {
+                    return Direct::Ring;
+                };
+                // Only this read is outstanding (an earlier one must complete first).
+                if qp.reads_outstanding() != 1 {
+                    return Direct::Ring;
+                }
+                let table = self.peer_table.as_ref().expect("checked above");
+                let mut refused = None;
+                let r = qp.rx_read_response_with(sink_stag, sink_to, len, true, |segs, at| {
+                    let mut from = off;
+                    for (i, o, k) in seg_span(segs, at, len as usize) {
+                        let sg = &segs[i];
+                        if !map.copy_to(from, &sg.region, sg.offset + o, k) {
+                            refused = Some(DtoStatus::LocalProtection);
+                            return None;
+                        }
+                        from += k;
+                    }
+                    DIRECT_COPIES.fetch_add(1, Ordering::Relaxed);
+                    if !published::still_valid(table, src_stag, gen) {
+                        refused = Some(DtoStatus::RemoteAccess);
+                        return None;
+                    }
+                    Some(len)
+                });
+                Direct::Done(match r {
+                    RxResponse::Placed => TxOutcome::Sent,
+                    RxResponse::Revoked => {
+                        TxOutcome::Failed(refused.unwrap_or(DtoStatus::LocalProtection))
+                    }
+                    RxResponse::NotConnected | RxResponse::Unexpected => TxOutcome::Broken,
+                })
+            }
+            _ => Direct::Ring,
+        }
+    }
+
     /// Both directions are over for this side: out of the epoll set and the poll list.
     fn finish(&self) {
         if let Some(s) = self.shared.upgrade() {
@@ -1937,6 +2363,11 @@ impl ShmConn {
 
 impl Connection for ShmConn {
     fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        let placed = match self.direct(&msg) {
+            Direct::Ring => false,
+            Direct::Done(out) => return out,
+            Direct::Placed => true,
+        };
         let mut tx = lock(&self.tx);
         if tx.closed || tx.close.is_some() {
             return TxOutcome::Broken;
@@ -1982,6 +2413,8 @@ impl Connection for ShmConn {
                 if solicited {
                     t.flags |= SOLICITED;
                 }
+                // Placed already by a copy into the peer's mapping: only the Immediate Data.
+                let payload = if placed { Payload::Bytes(&[]) } else { payload };
                 let mut job = Job::new(at(Kind::Write, stag, to), payload, false);
                 job.trailer = Some(t);
                 // An empty write with immediate sends only its Immediate Data.

@@ -307,6 +307,13 @@ impl Producer {
         })
     }
 
+    /// True if the consumer has consumed every record pushed so far (published or not), with
+    /// Acquire: what it did handling them happens before what this thread does next. Unlike
+    /// [`consumed`](Self::consumed), nothing is marked.
+    pub(crate) fn drained(&self) -> bool {
+        word(&self.mem, HEAD).load(Ordering::Acquire) == self.tail
+    }
+
     /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
     pub(crate) fn publish(&self) {
         wake::publish(word(&self.mem, TAIL), self.tail);
