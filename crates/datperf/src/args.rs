@@ -81,6 +81,17 @@ impl LinkKind {
     }
 }
 
+/// `--mem`: whose memory the DAT side's buffers are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum MemKind {
+    /// Allocated by the library (`lmr_allocate`): on shm, peers map it and RDMA to it is a
+    /// copy by the initiator.
+    #[default]
+    Library,
+    /// The program's own heap, registered (`Pz::register`): RDMA goes through the link.
+    Caller,
+}
+
 /// The links of `datperf scale` (two processes: no loopback).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ScaleLink {
@@ -119,6 +130,8 @@ pub struct Options {
     pub poll: Option<bool>,
     /// Link of the DAT side.
     pub link: LinkKind,
+    /// Whose memory the buffers are (`--mem`); a client's choice holds for the server too.
+    pub mem: MemKind,
     /// `--link` was given; a local run without it measures tcp, then shm.
     pub link_given: bool,
     /// Connection qualifier (`-p`); `None`: `DEFAULT_QUAL` for server/client, any free one for
@@ -145,6 +158,7 @@ impl Default for Options {
             iters: None,
             poll: None,
             link: LinkKind::Tcp,
+            mem: MemKind::Library,
             link_given: false,
             qual: None,
             ia: None,
@@ -367,6 +381,11 @@ struct RunArgs {
     /// [default: tcp, then shm, in a self-contained run; tcp otherwise]
     #[arg(long, value_enum, overrides_with = "link")]
     link: Option<LinkKind>,
+    /// Whose memory the buffers are: library (lmr_allocate; on shm peers map it, and the
+    /// bandwidth baseline of RDMA is memcpy) or caller (registered heap memory; the shm
+    /// baseline is process_vm_readv) [default: library]
+    #[arg(long, value_enum, overrides_with = "mem")]
+    mem: Option<MemKind>,
     /// Connection qualifier [default: 18515]; the TCP port is QUAL for QUAL <= 65535, else
     /// QUAL % 32001 + 33534; the raw TCP baseline uses that port + 1
     #[arg(
@@ -533,6 +552,7 @@ where
             _ => None,
         },
         link: r.link.unwrap_or(LinkKind::Tcp),
+        mem: r.mem.unwrap_or_default(),
         link_given: r.link.is_some(),
         qual: r.qual,
         ia: r.ia,
@@ -785,6 +805,8 @@ mod tests {
         assert!(fails(&["-p", "-5"]).contains("-5"));
         assert!(fails(&["--link", "udp"]).contains("udp"));
         assert_eq!(run(&["--link", "shm"]).link, LinkKind::Shm);
+        assert_eq!(run(&["--link", "shm"]).mem, MemKind::Library);
+        assert_eq!(run(&["--mem", "caller"]).mem, MemKind::Caller);
         assert!(fails(&["--bogus"]).contains("--bogus"));
         assert!(fails(&["--bogus=1"]).contains("--bogus"));
         // clap's suggestion makes it into the line.

@@ -23,7 +23,7 @@ use dapl::{
     PspFlags, Pz, RmrTriplet, ServicePoint,
 };
 
-use crate::args::{Op, MAX_SIZE};
+use crate::args::{MemKind, Op, MAX_SIZE};
 use crate::cpu::{self, Cpu};
 use crate::suite::{Kind, Measurement};
 use anyhow::{bail, Context, Result};
@@ -120,6 +120,8 @@ pub struct Spec {
     pub window: u32,
     /// Busy polling.
     pub poll: bool,
+    /// Whose memory both sides' buffers are.
+    pub mem: MemKind,
 }
 
 impl Spec {
@@ -132,6 +134,7 @@ impl Spec {
             total: m.warmup + m.iters,
             window: WINDOW,
             poll: poll.unwrap_or(m.kind == Kind::Lat),
+            mem: MemKind::Library,
         }
     }
 
@@ -196,7 +199,8 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 fn encode_request(s: &Spec, me: PeerBuf) -> Vec<u8> {
     let mut v = Vec::with_capacity(REQ_LEN);
     v.extend_from_slice(&MAGIC);
-    v.extend_from_slice(&[op_code(s.op), kind_code(s.kind), u8::from(s.poll), 0]);
+    let mem = u8::from(s.mem == MemKind::Caller);
+    v.extend_from_slice(&[op_code(s.op), kind_code(s.kind), u8::from(s.poll), mem]);
     v.extend_from_slice(&s.size.to_le_bytes());
     v.extend_from_slice(&s.total.to_le_bytes());
     v.extend_from_slice(&s.window.to_le_bytes());
@@ -229,6 +233,11 @@ fn decode_request(b: &[u8]) -> std::result::Result<(Spec, PeerBuf), String> {
         total: u64_at(b, 16),
         window: u32_at(b, 24),
         poll: b[6] & 1 != 0,
+        mem: match b[7] {
+            0 => MemKind::Library,
+            1 => MemKind::Caller,
+            x => return Err(format!("unknown memory kind {x}")),
+        },
     };
     if s.size == 0 || s.size > MAX_SIZE || s.total == 0 || s.window == 0 || s.window > 4096 {
         return Err(format!("parameters out of range: {s:?}"));
@@ -301,9 +310,12 @@ fn side(
     recv_depth: usize,
 ) -> Result<(dapl::Endpoint, dapl::Evd, dapl::Evd, Lmr)> {
     let data_len = spec.data_len();
-    let lmr = pz
-        .lmr_allocate((2 * data_len + PAGE) as usize, MemPriv::ALL)
-        .with_context(|| "registering the buffer")?;
+    let len = (2 * data_len + PAGE) as usize;
+    let lmr = match spec.mem {
+        MemKind::Library => pz.lmr_allocate(len, MemPriv::ALL),
+        MemKind::Caller => pz.register(vec![0u8; len], MemPriv::ALL),
+    }
+    .with_context(|| "registering the buffer")?;
     // Touch every page now so page faults stay out of the timing.
     lmr.fill(0, lmr.len(), 0)?;
     let window = spec.window as usize;
@@ -467,6 +479,7 @@ pub struct Client {
     remote: SocketAddr,
     qual: u64,
     poll: Option<bool>,
+    mem: MemKind,
 }
 
 impl Client {
@@ -486,7 +499,14 @@ impl Client {
             remote,
             qual,
             poll,
+            mem: MemKind::Library,
         })
+    }
+
+    /// Whose memory the buffers of both sides are (library memory unless set).
+    pub fn with_mem(mut self, mem: MemKind) -> Client {
+        self.mem = mem;
+        self
     }
 
     /// Whether this client's DAT side of `m` busy-polls (`Spec::polls`): its raw TCP baseline
@@ -498,7 +518,10 @@ impl Client {
     /// Runs one measurement against the server, with the CPU time of its timed loop (warm-up
     /// included; connecting and tearing down are not).
     pub fn measure(&self, m: &Measurement) -> Result<Measured> {
-        let spec = Spec::of(m, self.poll);
+        let spec = Spec {
+            mem: self.mem,
+            ..Spec::of(m, self.poll)
+        };
         let conn = self.connect(&spec)?;
         let r = cpu::metered(spec.total, spec.size, || run_client(&conn, m)).and_then(|s| {
             // Graceful: everything queued goes first; the server ends when it sees it.
@@ -968,6 +991,7 @@ mod tests {
             total: 1234,
             window: 64,
             poll: true,
+            mem: MemKind::Caller,
         };
         let me = PeerBuf {
             ctx: 0xdead_beef,
@@ -991,6 +1015,7 @@ mod tests {
             total: 10,
             window: 64,
             poll: false,
+            mem: MemKind::Library,
         };
         let me = PeerBuf {
             ctx: 1,
@@ -1065,6 +1090,7 @@ mod tests {
             total: 1,
             window: 1,
             poll: false,
+            mem: MemKind::Library,
         };
         assert_eq!(s.data_len(), 4096);
         s.size = 4097;

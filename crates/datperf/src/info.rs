@@ -108,6 +108,17 @@ fn text(name: &str, ia: &InterfaceAdapter, verbose: bool) -> Result<String> {
             },
         ),
         (
+            "map_library_memory",
+            if a.map_library_memory {
+                "on (peers map lmr_allocate memory: RDMA to it is a copy by the initiator)"
+            } else if p.link == "shm" {
+                "off (map=off)"
+            } else {
+                "off (shm link only)"
+            }
+            .to_string(),
+        ),
+        (
             "dead_peer_timeout",
             match a.dead_peer_timeout {
                 Some(d) => format!("{} s", d.as_secs()),
@@ -217,6 +228,12 @@ mod tests {
         let t = describe("shm", false).unwrap();
         assert!(t.contains("\tlink:") && t.contains(" shm\n"), "{t}");
         assert!(t.contains("cross_memory_attach:        available"), "{t}");
+        assert!(t.contains("map_library_memory:         on"), "{t}");
+        let t = describe("shm,map=off", false).unwrap();
+        assert!(
+            t.contains("map_library_memory:         off (map=off)"),
+            "{t}"
+        );
     }
 
     #[test]

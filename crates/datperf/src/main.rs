@@ -179,15 +179,16 @@ fn render_all(o: &Options, runs: &[(String, Vec<Row>, Baseline)]) -> Result<Stri
 enum Baseline {
     /// Raw kernel TCP at this address (a datperf server's baseline port).
     Tcp(SocketAddr),
-    /// The same-host floors of the shm link, measured here (`shmbase`).
-    Shm,
+    /// The same-host floors of the shm link, measured here (`shmbase`), for buffers of
+    /// this kind of memory.
+    Shm(args::MemKind),
 }
 
 impl Baseline {
     fn label(self) -> &'static str {
         match self {
             Baseline::Tcp(_) => "raw TCP",
-            Baseline::Shm => "shm floor",
+            Baseline::Shm(_) => "shm floor",
         }
     }
 }
@@ -218,7 +219,7 @@ fn run_suite(
                 .iter()
                 .map(|w| (w.name(), Vec::new()))
                 .collect(),
-            Baseline::Shm => vec![("same-host floor", Vec::new())],
+            Baseline::Shm(_) => vec![("same-host floor", Vec::new())],
         };
         for (i, r) in suite::rounds(m, quick).into_iter().enumerate() {
             d.push(
@@ -240,9 +241,9 @@ fn run_suite(
                             )?);
                     }
                 }
-                Baseline::Shm => b[0]
-                    .1
-                    .push(shmbase::measure(&r).with_context(|| format!("{name} (shm floor)"))?),
+                Baseline::Shm(mem) => b[0].1.push(
+                    shmbase::measure(&r, mem).with_context(|| format!("{name} (shm floor)"))?,
+                ),
             }
             progress.round_done();
         }
@@ -392,10 +393,11 @@ fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
     );
     // shm's own floors for the shm link (same host), raw TCP for the others.
     let base = match o.link {
-        LinkKind::Shm => Baseline::Shm,
+        LinkKind::Shm => Baseline::Shm(o.mem),
         _ => Baseline::Tcp(raw_addr),
     };
     let rows = dat::Client::open(ia_name, SocketAddr::new(addr.ip(), 0), qual, o.poll)
+        .map(|c| c.with_mem(o.mem))
         .with_context(|| "starting the client side")
         .and_then(|client| {
             let rows = run_suite(&client, ia_name, base, &suite, o.quick, cpu::Scope::Both);
@@ -414,10 +416,15 @@ fn run_local_link(o: &Options) -> Result<(String, Vec<Row>, Baseline)> {
         LinkKind::Loopback => "loopback link (in-process)",
     };
     let against = match base {
-        Baseline::Shm => {
+        Baseline::Shm(args::MemKind::Library) => {
             "the same-host floors (latency: two threads ping-ponging on one cache line; \
-             bandwidth: process_vm_readv of the same size; rate: an SPSC ring of 8-byte \
-             messages)"
+             bandwidth: memcpy of the same size for RDMA on library memory, which the peer \
+             maps, process_vm_readv for sends; rate: an SPSC ring of 8-byte messages)"
+        }
+        Baseline::Shm(args::MemKind::Caller) => {
+            "the same-host floors (latency: two threads ping-ponging on one cache line; \
+             bandwidth: process_vm_readv of the same size (caller memory); rate: an SPSC \
+             ring of 8-byte messages)"
         }
         Baseline::Tcp(_) => "raw kernel TCP (TCP_NODELAY), 127.0.0.1",
     };
@@ -475,9 +482,10 @@ fn run_client(o: &Options, host: &str) -> Result<String> {
         raw_addr.port(),
         completion_mode(o)
     );
-    let client = dat::Client::open(&ia_name, SocketAddr::new(IpAddr::V4(ip), 0), qual, o.poll)?;
+    let client = dat::Client::open(&ia_name, SocketAddr::new(IpAddr::V4(ip), 0), qual, o.poll)?
+        .with_mem(o.mem);
     let base = match o.link {
-        LinkKind::Shm => Baseline::Shm,
+        LinkKind::Shm => Baseline::Shm(o.mem),
         _ => Baseline::Tcp(raw_addr),
     };
     let link = o.link.name();

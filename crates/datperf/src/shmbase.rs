@@ -7,7 +7,9 @@
 //!   round trips for send and write, round trips for read;
 //! - bandwidth: `process_vm_readv` of the same size (cross-memory attach: the one copy between
 //!   processes that the link's large transfers make), from a buffer of this process (the
-//!   kernel's copy path is the same for another process);
+//!   kernel's copy path is the same for another process); for RDMA Writes and Reads on
+//!   library memory (`--mem library`, which the peer maps: the transfer is one copy by the
+//!   initiator), `memcpy` of the same size;
 //! - message rate: a single-producer, single-consumer ring of 8-byte messages between two
 //!   threads, 64 slots (the window the DAT side keeps in flight).
 
@@ -16,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::args::Op;
+use crate::args::{MemKind, Op};
 use crate::cpu::{self, Cpu};
 use crate::dat::{Measured, Sample, WINDOW};
 use crate::suite::{Kind, Measurement};
@@ -41,15 +43,35 @@ fn spin_until(mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Runs `m`'s baseline here, with the CPU time of its timed loop (the latency floor: of the
-/// try that was kept).
-pub fn measure(m: &Measurement) -> std::io::Result<Measured> {
+/// Runs `m`'s baseline here, for buffers of `mem`, with the CPU time of its timed loop (the
+/// latency floor: of the try that was kept).
+pub fn measure(m: &Measurement, mem: MemKind) -> std::io::Result<Measured> {
     let (sample, cpu) = match m.kind {
         Kind::Lat => ping_pong(m)?,
+        Kind::Bw if mem == MemKind::Library && m.op != Op::Send => {
+            cpu::metered(m.iters, m.size, || Ok::<_, std::io::Error>(memcpy(m)))?
+        }
         Kind::Bw => cpu::metered(m.iters, m.size, || Ok::<_, std::io::Error>(copy(m)))?,
         Kind::Rate => cpu::metered(m.iters, m.size, || Ok::<_, std::io::Error>(ring(m)))?,
     };
     Ok(Measured { sample, cpu })
+}
+
+/// `memcpy` of `m.size` bytes between two buffers of this process, `m.iters` times.
+fn memcpy(m: &Measurement) -> Sample {
+    let size = m.size as usize;
+    let src = vec![0x5au8; size];
+    let mut dst = vec![0u8; size];
+    let t = Instant::now();
+    for _ in 0..m.iters {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&mut dst);
+    }
+    Sample::Bw {
+        bytes: m.size * m.iters,
+        msgs: m.iters,
+        secs: t.elapsed().as_secs_f64(),
+    }
 }
 
 /// Runs the ping-pong [`PING_PONG_TRIES`] times, each with a fresh pair of threads, and keeps
@@ -184,7 +206,7 @@ mod tests {
 
     #[test]
     fn each_baseline_reports_what_it_moved() {
-        let r = measure(&m(Op::Send, Kind::Lat, 8, 50)).unwrap();
+        let r = measure(&m(Op::Send, Kind::Lat, 8, 50), MemKind::Library).unwrap();
         let Sample::Lat(v) = r.sample else {
             panic!("latency");
         };
@@ -192,14 +214,16 @@ mod tests {
         assert!(v.iter().all(|&us| us > 0.0));
         // Warm-up included.
         assert_eq!((r.cpu.ops, r.cpu.bytes), (53, 53 * 8));
-        let r = measure(&m(Op::Write, Kind::Bw, 4096, 20)).unwrap();
-        let Sample::Bw { bytes, msgs, secs } = r.sample else {
-            panic!("bandwidth");
-        };
-        assert_eq!((bytes, msgs), (4096 * 20, 20));
-        assert!(secs > 0.0);
-        assert_eq!((r.cpu.ops, r.cpu.bytes), (20, 20 * 4096));
-        let r = measure(&m(Op::Send, Kind::Rate, 8, 1000)).unwrap();
+        for mem in [MemKind::Library, MemKind::Caller] {
+            let r = measure(&m(Op::Write, Kind::Bw, 4096, 20), mem).unwrap();
+            let Sample::Bw { bytes, msgs, secs } = r.sample else {
+                panic!("bandwidth");
+            };
+            assert_eq!((bytes, msgs), (4096 * 20, 20));
+            assert!(secs > 0.0);
+            assert_eq!((r.cpu.ops, r.cpu.bytes), (20, 20 * 4096));
+        }
+        let r = measure(&m(Op::Send, Kind::Rate, 8, 1000), MemKind::Library).unwrap();
         let Sample::Bw { msgs, .. } = r.sample else {
             panic!("rate");
         };
