@@ -479,8 +479,69 @@ impl RegionMemory {
             dst.store_release_last(dst_offset + len - 1, &last);
             return true;
         }
+        if from % WORD == to % WORD && len >= COPY_CHUNK {
+            // Same alignment: word to word, no stack buffer (the shm link's copies into and
+            // out of a peer's mapping run here at about twice the speed).
+            self.copy_words_to(offset, dst, dst_offset, len);
+            return true;
+        }
         dst.store_chunked(dst_offset, len, |at, chunk| self.load(offset + at, chunk));
         true
+    }
+
+    /// `copy_to` of a range whose first byte has the same alignment in both regions and that
+    /// does not overlap: the edge bytes through a buffer, the aligned words between them loaded
+    /// and stored one by one, the unit that holds the last byte last and with Release.
+    /// Callers have checked bounds and hold an access to both regions.
+    fn copy_words_to(&self, offset: usize, dst: &RegionMemory, dst_offset: usize, len: usize) {
+        let head = (WORD - (self.addr() as usize + offset) % WORD) % WORD;
+        let mut buf = [0u8; 2 * WORD];
+        self.load(offset, &mut buf[..head]);
+        dst.store_units(dst_offset, &buf[..head], Ordering::Relaxed);
+        // Keep the last word (or the tail after it) for the final, Release store.
+        let words = (len - head).saturating_sub(1) / WORD;
+        let (at, dst_at) = (offset + head, dst_offset + head);
+        // SAFETY: `at` and `dst_at` are 8-aligned by address (same alignment, `head` bytes
+        // skipped), and the `words` words from each lie inside the copy's range, which is
+        // inside each region (checked by `copy_to`): wholly inside the region, so inside its
+        // word span, where every access is by that word.
+        unsafe { self.copy_words(at, dst, dst_at, words) };
+        let done = head + words * WORD;
+        let rest = len - done;
+        self.load(offset + done, &mut buf[..rest]);
+        dst.store_release_last(dst_offset + done, &buf[..rest]);
+    }
+
+    /// Copies `n` whole words from offset `at` of this region to offset `dst_at` of `dst`,
+    /// each a relaxed atomic load and store.
+    ///
+    /// # Safety
+    /// Both offsets are 8-aligned by address, the `n` words from each lie inside the word span
+    /// of their region, and the caller holds an access to both regions.
+    #[inline(always)]
+    unsafe fn copy_words(&self, at: usize, dst: &RegionMemory, dst_at: usize, n: usize) {
+        // SAFETY: the caller's contract: every word is aligned, inside its region (valid while
+        // the caller holds the accesses) and only ever accessed atomically from Rust.
+        unsafe {
+            let from = self.ptr.as_ptr().add(at).cast::<AtomicU64>();
+            let to = dst.ptr.as_ptr().add(dst_at).cast::<AtomicU64>();
+            // Eight loads, then eight stores (about 10% faster than a word at a time here).
+            let mut k = 0;
+            while k + 8 <= n {
+                let mut v = [0u64; 8];
+                for (j, w) in v.iter_mut().enumerate() {
+                    *w = (*from.add(k + j)).load(Ordering::Relaxed);
+                }
+                for (j, w) in v.iter().enumerate() {
+                    (*to.add(k + j)).store(*w, Ordering::Relaxed);
+                }
+                k += 8;
+            }
+            while k < n {
+                (*to.add(k)).store((*from.add(k)).load(Ordering::Relaxed), Ordering::Relaxed);
+                k += 1;
+            }
+        }
     }
 
     /// Sets `len` bytes at `offset` to `byte` (the last unit last, with Release). Returns false
@@ -1431,8 +1492,24 @@ mod tests {
         let dst = RegionMemory::allocate(3 * COPY_CHUNK + 9).unwrap();
         assert!(big.copy_to(0, &dst, 3, big.len()));
         assert_eq!(&bytes_of(&dst)[3..3 + src.len()], &src[..], "chunked copy");
-        // Overlapping, over several chunks, both ways.
-        for (from, to) in [(0, 5), (5, 0), (1, COPY_CHUNK + 3)] {
+        // Same alignment on both sides, at least a chunk: word to word, every head and tail.
+        let wide = RegionMemory::allocate(COPY_CHUNK + 4 * WORD).unwrap();
+        for skew in 0..WORD {
+            for extra in 0..WORD {
+                let len = COPY_CHUNK + extra;
+                assert!(wide.fill(0, wide.len(), 0xee));
+                assert!(big.copy_to(skew + WORD, &wide, skew, len));
+                let got = bytes_of(&wide);
+                assert_eq!(&got[skew..skew + len], &src[skew + WORD..skew + WORD + len]);
+                assert!(got[..skew].iter().all(|&b| b == 0xee), "below, skew {skew}");
+                assert!(
+                    got[skew + len..].iter().all(|&b| b == 0xee),
+                    "above, {skew} {extra}"
+                );
+            }
+        }
+        // Overlapping, over several chunks, both ways (the last two word to word).
+        for (from, to) in [(0, 5), (5, 0), (1, COPY_CHUNK + 3), (16, 0), (3, 19)] {
             assert!(big.copy_in(0, &src));
             let len = big.len() - from.max(to);
             let mut want = src.clone();
