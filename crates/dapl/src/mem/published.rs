@@ -219,6 +219,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd and mmap are foreign functions")]
     fn a_published_entry_reads_back_and_withdrawal_moves_its_generation_on() {
         let p = Published::new().expect("memfd");
         let peer = RegionMemory::map_shared_read_only(p.fd(), TABLE_LEN).expect("map");
@@ -252,6 +253,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "memfd and mmap are foreign functions")]
     fn a_read_only_mapping_refuses_every_write() {
         let p = Published::new().expect("memfd");
         let peer = RegionMemory::map_shared_read_only(p.fd(), TABLE_LEN).expect("map");
