@@ -143,6 +143,11 @@ impl Published {
         true
     }
 
+    /// The entries published now (the owner's view, in slot order).
+    pub fn entries(&self) -> impl Iterator<Item = PubEntry> + '_ {
+        entries(&self.mem)
+    }
+
     /// Withdraws `stag` (its entry left the memory table): the slot is emptied and its
     /// generation moves on, so that a peer's copy that checked it before sees the change.
     pub fn withdraw(&self, stag: u32) {
@@ -190,6 +195,15 @@ pub fn still_valid(table: &RegionMemory, stag: u32, gen: u64) -> bool {
     table.load_word(slot_of(stag), Ordering::Acquire) == Some(gen)
 }
 
+/// The entries a peer's table (mapped as `table`) holds now, in slot order (a slot that is
+/// changing is skipped).
+pub fn entries(table: &RegionMemory) -> impl Iterator<Item = PubEntry> + '_ {
+    (0..SLOTS).filter_map(move |i| {
+        let stag = table.load_word(i * SLOT + 8, Ordering::Relaxed)? as u32;
+        lookup(table, stag).map(|(e, _)| e)
+    })
+}
+
 /// The region ids a peer's table (mapped as `table`) names now (to drop mappings of regions
 /// it freed).
 pub fn live_regions(table: &RegionMemory) -> std::collections::HashSet<u64> {
@@ -228,6 +242,7 @@ mod tests {
         let (e, g) = lookup(&peer, 0x105).expect("published");
         assert_eq!(e, entry(0x105));
         assert_eq!(g % 2, 0);
+        assert_eq!(entries(&peer).collect::<Vec<_>>(), [entry(0x105)]);
         // Another key of the same index, and another index of the same slot, find nothing.
         assert_eq!(lookup(&peer, 0x106), None);
         assert!(!p.publish(&entry(0x105 + ((SLOTS as u32) << 8))));

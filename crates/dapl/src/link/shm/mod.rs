@@ -204,8 +204,10 @@ fn reset_bell(fd: &OwnedFd) {
 
 /// A handshake message (little-endian): magic, IRD u32, ORD u32, pid u32, private data length
 /// u32, flags u32, the address and value of our probe word (u64 each), the endpoint's PZ id
-/// u64, private data. Descriptors: the ring, the doorbell, and (if the sender's IA maps library
-/// memory) a read-only descriptor of its published table.
+/// u64, private data; then, if the sender's IA maps library memory, its offer: a count u32 and
+/// per region its id u64 and whether the descriptor is writable (u32, then u32 0).
+/// Descriptors: the ring, the doorbell, and with an offer a read-only descriptor of the
+/// sender's published table and one per region offered.
 struct Hello {
     magic: [u8; 4],
     ird: u32,
@@ -214,8 +216,23 @@ struct Hello {
     probe: (u64, u64),
     pz: u64,
     pdata: Vec<u8>,
+    /// The regions offered (id, writable), if the sender offered its table.
+    regions: Option<Vec<(u64, bool)>>,
     fds: Vec<OwnedFd>,
 }
+
+/// What a side offers its peer in the handshake so that it can map its library memory: a
+/// read-only descriptor of its published table, and the files of up to `OFFER_MAX` regions
+/// its table grants the endpoint's PZ now (id, writable, descriptor; writable only with
+/// REMOTE_WRITE), so that transfers to memory registered before connecting are copies from
+/// the first on.
+struct MapOffer {
+    table: OwnedFd,
+    regions: Vec<(u64, bool, OwnedFd)>,
+}
+
+/// Most regions offered in a handshake (later ones are asked for on first use).
+const OFFER_MAX: usize = 16;
 
 /// This process's probe word: a value a peer must read back at its address by cross-memory
 /// attach before it copies anything from us that way.
@@ -283,6 +300,7 @@ fn send_hello(
     pz: u64,
     pdata: &[u8],
     fds: &[&OwnedFd],
+    offer: Option<&MapOffer>,
 ) -> bool {
     let mut m = Vec::with_capacity(HS_HDR + pdata.len());
     m.extend_from_slice(magic);
@@ -301,8 +319,18 @@ fn send_hello(
     m.extend_from_slice(&value.to_le_bytes());
     m.extend_from_slice(&pz.to_le_bytes());
     m.extend_from_slice(pdata);
-    let borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3))];
+    let mut borrowed: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+    if let Some(o) = offer {
+        m.extend_from_slice(&(o.regions.len() as u32).to_le_bytes());
+        borrowed.push(o.table.as_fd());
+        for (id, writable, fd) in &o.regions {
+            m.extend_from_slice(&id.to_le_bytes());
+            m.extend_from_slice(&u32::from(*writable).to_le_bytes());
+            m.extend_from_slice(&0u32.to_le_bytes());
+            borrowed.push(fd.as_fd());
+        }
+    }
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3 + OFFER_MAX))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     if !borrowed.is_empty() && !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
         return false;
@@ -314,8 +342,8 @@ fn send_hello(
 /// Reads one handshake message. `Ok(None)`: nothing yet; `Err`: the peer hung up or sent
 /// something else.
 fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
-    let mut buf = [0u8; HS_HDR + MAX_PRIVATE_DATA + 1];
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3))];
+    let mut buf = [0u8; HS_HDR + MAX_PRIVATE_DATA + 4 + 16 * OFFER_MAX + 1];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3 + OFFER_MAX))];
     let mut control = RecvAncillaryBuffer::new(&mut space);
     let r = rustix::net::recvmsg(
         sock,
@@ -341,10 +369,29 @@ fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
     }
     let word = |i: usize| u32::from_le_bytes(buf[i..i + 4].try_into().expect("4 bytes"));
     let len = word(16) as usize;
-    if len > MAX_PRIVATE_DATA || HS_HDR + len != n {
+    if len > MAX_PRIVATE_DATA || HS_HDR + len > n {
         return Err(());
     }
     let u64_at = |i: usize| u64::from_le_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
+    let end = HS_HDR + len;
+    let regions = if end == n {
+        None
+    } else {
+        let k = if n >= end + 4 {
+            word(end) as usize
+        } else {
+            OFFER_MAX + 1
+        };
+        if k > OFFER_MAX || n != end + 4 + 16 * k {
+            return Err(());
+        }
+        let at = |j: usize| end + 4 + 16 * j;
+        Some(
+            (0..k)
+                .map(|j| (u64_at(at(j)), word(at(j) + 8) & 1 != 0))
+                .collect(),
+        )
+    };
     Ok(Some(Hello {
         magic: buf[..4].try_into().expect("4 bytes"),
         ird: word(4),
@@ -352,7 +399,8 @@ fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
         flags: word(20),
         probe: (u64_at(24), u64_at(32)),
         pz: u64_at(40),
-        pdata: buf[HS_HDR..n].to_vec(),
+        pdata: buf[HS_HDR..end].to_vec(),
+        regions,
         fds,
     }))
 }
@@ -368,19 +416,74 @@ fn reopen_read_only(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd>
     )?)
 }
 
-/// What we send a peer of `qp` so that it can map our library memory: a read-only descriptor
-/// of our published table (None if our IA does not map library memory).
-fn table_for_peer(qp: &Qp) -> Option<OwnedFd> {
-    let p = qp.memtable().published()?;
-    reopen_read_only(p.fd()).ok()
+/// The file of our region behind `stag` that a peer endpoint may have (`grant_map`'s rule):
+/// None unless our memory table says the entry is region `region`'s, in `qp`'s PZ, with a
+/// remote right; writable only if `write` and it grants REMOTE_WRITE.
+fn region_file(qp: &Qp, stag: u32, write: bool, region: u64) -> Option<(OwnedFd, bool)> {
+    let (mem, writable) = qp.memtable().map_grant(stag, qp.pz_id(), write)?;
+    let (id, fd) = mem.shared_file()?;
+    if id != region {
+        return None;
+    }
+    match writable {
+        true => rustix::io::dup(fd).ok().map(|f| (f, true)),
+        false => reopen_read_only(fd).ok().map(|f| (f, false)),
+    }
 }
 
-/// Maps the published table a peer sent (read-only), if our IA maps library memory too and the
-/// file is sealed against shrinking and long enough (a shrunk file would fault).
-fn map_peer_table(qp: &Qp, fd: Option<&OwnedFd>) -> Option<Arc<RegionMemory>> {
-    qp.memtable().published()?;
-    let fd = fd?;
-    map_sealed(fd, false).filter(|m| m.len() >= published::TABLE_LEN)
+/// What we offer a peer of `qp` in the handshake (`MapOffer`); None if our IA does not map
+/// library memory.
+fn offer_for_peer(qp: &Qp) -> Option<MapOffer> {
+    let p = qp.memtable().published()?;
+    let table = reopen_read_only(p.fd()).ok()?;
+    let mut regions: Vec<(u64, bool, OwnedFd)> = Vec::new();
+    for e in p.entries().filter(|e| e.pz == qp.pz_id()) {
+        if regions.len() >= OFFER_MAX {
+            break;
+        }
+        if regions.iter().any(|r| r.0 == e.region) {
+            continue;
+        }
+        let write = e.rights.contains(MemPriv::REMOTE_WRITE);
+        if let Some((fd, writable)) = region_file(qp, e.stag, write, e.region) {
+            regions.push((e.region, writable, fd));
+        }
+    }
+    Some(MapOffer { table, regions })
+}
+
+/// What a peer offered (its Hello's `regions` and the descriptors after the ring's and the
+/// doorbell's), mapped, if our IA maps library memory too: its table (read-only, sealed
+/// against shrinking and long enough: a shrunk file would fault) and the regions offered.
+fn map_peer_offer(
+    qp: &Qp,
+    pz: u64,
+    regions: Option<&[(u64, bool)]>,
+    fds: impl Iterator<Item = OwnedFd>,
+) -> PeerMem {
+    let mut fds = fds;
+    let mut peer = PeerMem {
+        table: None,
+        pz,
+        maps: Vec::new(),
+    };
+    let (Some(regions), Some(_)) = (regions, qp.memtable().published()) else {
+        return peer;
+    };
+    peer.table = fds
+        .next()
+        .and_then(|fd| map_sealed(&fd, false))
+        .filter(|m| m.len() >= published::TABLE_LEN);
+    if peer.table.is_some() {
+        for (&(id, writable), fd) in regions.iter().zip(fds) {
+            #[cfg(feature = "testing")]
+            crate::link::shm::received::keep(&fd, writable);
+            if let Some(m) = map_sealed(&fd, writable) {
+                peer.maps.push((id, writable, m));
+            }
+        }
+    }
+    peer
 }
 
 /// Maps all of the sealed (against shrinking) file `fd` shared, writable or read-only.
@@ -494,8 +597,8 @@ struct Dial {
     ring_fd: OwnedFd,
     ring: Arc<RegionMemory>,
     bell: OwnedFd,
-    /// Our published table, read-only, for the acceptor (None: our IA does not map).
-    table_fd: Option<OwnedFd>,
+    /// Our published table and regions for the acceptor (None: our IA does not map).
+    offer: Option<MapOffer>,
     refused_until: Instant,
     sock: Mutex<Option<OwnedFd>>,
     token: u64,
@@ -653,8 +756,6 @@ impl Shared {
             }
         }
         let (ird, ord) = qp.read_depths();
-        let mut fds = vec![&dial.ring_fd, &dial.bell];
-        fds.extend(dial.table_fd.as_ref());
         if !send_hello(
             &sock,
             MAGIC_REQUEST,
@@ -663,7 +764,8 @@ impl Shared {
             0,
             qp.pz_id(),
             &dial.pdata,
-            &fds,
+            &[&dial.ring_fd, &dial.bell],
+            dial.offer.as_ref(),
         ) {
             return refused(self);
         }
@@ -721,16 +823,17 @@ impl Shared {
             qp.attempt_failed(dial.attempt, ConnectionEventKind::PeerRejected, h.pdata);
             return;
         }
-        let peer = (&h.magic == MAGIC_ACCEPT && (2..=3).contains(&h.fds.len()))
+        let want_fds = 2 + h.regions.as_ref().map_or(0, |r| 1 + r.len());
+        let peer = (&h.magic == MAGIC_ACCEPT && h.fds.len() == want_fds)
             .then(|| {
                 let mut fds = std::mem::take(&mut h.fds).into_iter();
                 let ring = map_peer_ring(&fds.next()?).ok()?;
                 let bell = fds.next()?;
-                let table = map_peer_table(&qp, fds.next().as_ref());
-                Some((ring, bell, table))
+                let mem = map_peer_offer(&qp, h.pz, h.regions.as_deref(), fds);
+                Some((ring, bell, mem))
             })
             .flatten();
-        let Some((peer_ring, peer_bell, peer_table)) = peer else {
+        let Some((peer_ring, peer_bell, peer_mem)) = peer else {
             qp.attempt_failed(
                 dial.attempt,
                 ConnectionEventKind::NonPeerRejected,
@@ -763,10 +866,7 @@ impl Shared {
             dial.ring.clone(),
             peer_ring,
             pulls,
-            PeerMem {
-                table: peer_table,
-                pz: h.pz,
-            },
+            peer_mem,
         );
         conn.send_caps();
         // Established before the ring is watched: a record handled earlier would find the
@@ -886,19 +986,20 @@ impl Shared {
         let Some((sock, hello)) = self.take_hello(&inc.sock, inc.token) else {
             return;
         };
-        let Some(mut h) =
-            hello.filter(|h| &h.magic == MAGIC_REQUEST && (2..=3).contains(&h.fds.len()))
-        else {
+        let Some(mut h) = hello.filter(|h| {
+            &h.magic == MAGIC_REQUEST
+                && h.fds.len() == 2 + h.regions.as_ref().map_or(0, |r| 1 + r.len())
+        }) else {
             return;
         };
         let Some(sp) = inc.sp.upgrade().filter(|s| s.is_open()) else {
-            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, 0, &[], &[]);
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, 0, &[], &[], None);
             return;
         };
         let mut fds = std::mem::take(&mut h.fds).into_iter();
         let peer_ring_fd = fds.next().expect("two descriptors");
         let peer_bell = fds.next().expect("two descriptors");
-        let peer_table_fd = fds.next();
+        let peer_offer = h.regions.take().map(|r| (r, fds.collect()));
         let peer_ucred = rustix::net::sockopt::get_socket_peercred(&sock).ok();
         let info = CrArrivalInfo {
             remote_addr: SocketAddr::new(IpAddr::V4(self.ip), 0),
@@ -910,7 +1011,7 @@ impl Shared {
             sock: Mutex::new(Some(sock)),
             peer_ring_fd,
             peer_bell: Mutex::new(Some(peer_bell)),
-            peer_table_fd,
+            peer_offer: Mutex::new(peer_offer),
             peer_pz: h.pz,
             ird: h.ird as usize,
             ord: h.ord as usize,
@@ -1052,7 +1153,7 @@ impl Link for ShmLink {
             ring_fd,
             ring,
             bell,
-            table_fd: table_for_peer(qp),
+            offer: offer_for_peer(qp),
             refused_until: Instant::now() + REFUSED_RETRY_FOR,
             sock: Mutex::new(None),
             token: self.shared.token(),
@@ -1134,8 +1235,10 @@ struct ShmRequest {
     sock: Mutex<Option<OwnedFd>>,
     peer_ring_fd: OwnedFd,
     peer_bell: Mutex<Option<OwnedFd>>,
-    /// The requester's published table (read-only), if its IA maps library memory.
-    peer_table_fd: Option<OwnedFd>,
+    /// What the requester offered (regions, and the table's and regions' descriptors), if
+    /// its IA maps library memory.
+    #[allow(clippy::type_complexity)]
+    peer_offer: Mutex<Option<(Vec<(u64, bool)>, Vec<OwnedFd>)>>,
     /// The requester endpoint's PZ.
     peer_pz: u64,
     ird: usize,
@@ -1162,9 +1265,7 @@ impl PendingRequest for ShmRequest {
         let (my_in, my_out) = qp.read_depths();
         let pid = peer_pid(&sock);
         let we_pull = probe_peer(pid, self.probe);
-        let table_fd = table_for_peer(qp);
-        let mut fds = vec![&ring_fd, &bell];
-        fds.extend(table_fd.as_ref());
+        let offer = offer_for_peer(qp);
         if !send_hello(
             &sock,
             MAGIC_ACCEPT,
@@ -1173,7 +1274,8 @@ impl PendingRequest for ShmRequest {
             if we_pull { HS_PULLS } else { 0 },
             qp.pz_id(),
             private_data,
-            &fds,
+            &[&ring_fd, &bell],
+            offer.as_ref(),
         ) {
             return false;
         }
@@ -1186,9 +1288,11 @@ impl PendingRequest for ShmRequest {
             we_pull,
             peer_pulls: false,
         };
-        let peer_mem = PeerMem {
-            table: map_peer_table(qp, self.peer_table_fd.as_ref()),
-            pz: self.peer_pz,
+        let peer_mem = match lock(&self.peer_offer).take() {
+            Some((regions, fds)) => {
+                map_peer_offer(qp, self.peer_pz, Some(&regions), fds.into_iter())
+            }
+            None => map_peer_offer(qp, self.peer_pz, None, std::iter::empty()),
         };
         let conn = ShmConn::new(
             &shared, qp, remote, sock, bell, peer_bell, ring, peer_ring, pulls, peer_mem,
@@ -1212,7 +1316,7 @@ impl PendingRequest for ShmRequest {
 
     fn reject(&self, private_data: &[u8]) {
         if let Some(sock) = lock(&self.sock).take() {
-            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, 0, private_data, &[]);
+            let _ = send_hello(&sock, MAGIC_REJECT, 0, 0, 0, 0, private_data, &[], None);
         }
     }
 
@@ -1402,6 +1506,10 @@ struct Tx {
     /// The Close waits for the thread handling our ring to let go of it (`close`).
     close_deferred: bool,
     closed: bool,
+    /// The ring position after the records of the last DTO of ours written into it (Send,
+    /// Write, Immediate Data, Read Request): a direct copy waits until the peer has
+    /// consumed past it (`ShmConn::quiet`). Caps, Read Responses and Close do not count.
+    dto_until: u64,
 }
 
 /// A message sent by descriptor (`TxOutcome::Lent`).
@@ -1455,10 +1563,12 @@ pub(crate) struct ShmConn {
     maps: Mutex<Maps>,
 }
 
-/// What a peer told in its handshake about mapping its library memory.
+/// What a peer told in its handshake about mapping its library memory, mapped.
 struct PeerMem {
     table: Option<Arc<RegionMemory>>,
     pz: u64,
+    /// The regions it offered: (id, writable, mapping).
+    maps: Vec<(u64, bool, Arc<RegionMemory>)>,
 }
 
 /// Mappings of a peer's regions of library memory, by region id.
@@ -1531,6 +1641,7 @@ impl ShmConn {
                 close: None,
                 close_deferred: false,
                 closed: false,
+                dto_until: 0,
             }),
             rx: Mutex::new(Rx {
                 ring: Consumer::new(inbound.clone(), RING_CAP),
@@ -1546,7 +1657,20 @@ impl ShmConn {
             lending: AtomicBool::new(false),
             peer_table: peer_mem.table,
             peer_pz: peer_mem.pz,
-            maps: Mutex::new(Maps::default()),
+            maps: Mutex::new(Maps {
+                by_region: peer_mem.maps.into_iter().fold(
+                    HashMap::new(),
+                    |mut by, (id, writable, m)| {
+                        let e: &mut RegionMaps = by.entry(id).or_default();
+                        match writable {
+                            true => e.1 = Some(m),
+                            false => e.0 = Some(m),
+                        }
+                        by
+                    },
+                ),
+                asked: Default::default(),
+            }),
         })
     }
 
@@ -1637,6 +1761,9 @@ impl ShmConn {
             if !job.push(&mut tx.ring)? {
                 tx.ring.publish();
                 return Ok(false);
+            }
+            if job.hdr.kind != Kind::ReadResponse {
+                tx.dto_until = tx.ring.position();
             }
             tx.job = None;
         }
@@ -2183,19 +2310,7 @@ impl ShmConn {
         let Some(qp) = self.qp() else {
             return;
         };
-        let fd = qp
-            .memtable()
-            .map_grant(stag, qp.pz_id(), write)
-            .and_then(|(mem, writable)| {
-                let (id, fd) = mem.shared_file()?;
-                if id != region {
-                    return None;
-                }
-                match writable {
-                    true => rustix::io::dup(fd).ok().map(|f| (f, true)),
-                    false => reopen_read_only(fd).ok().map(|f| (f, false)),
-                }
-            });
+        let fd = region_file(&qp, stag, write, region);
         let flags = u32::from(write) << 1 | u32::from(fd.as_ref().is_some_and(|f| f.1));
         let m = map_msg(MAGIC_MAP_ANSWER, stag, flags, region);
         let _ = send_ctl(&self.sock, &m, fd.as_ref().map(|f| &f.0));
@@ -2245,15 +2360,15 @@ impl ShmConn {
     }
 
     /// Nothing of ours waits in the link or the peer's ring: a copy made now is ordered after
-    /// every message transmitted before it (the peer has handled them all).
+    /// every DTO transmitted before it (the peer has handled them all; a Caps record or a
+    /// Read Response it has not consumed yet does not count).
     fn quiet(&self) -> bool {
         let tx = lock(&self.tx);
         !tx.closed
             && tx.close.is_none()
             && tx.job.is_none()
-            && tx.lent.is_empty()
             && !tx.held
-            && tx.ring.drained()
+            && tx.ring.passed(tx.dto_until)
     }
 
     /// RDMA Writes and Reads on the peer's mapped library memory: the copy is made here, by
@@ -2461,6 +2576,9 @@ impl Connection for ShmConn {
             let until = tx.ring.position();
             let leases = job.lent.take().unwrap_or_default();
             tx.lent.push_back(LentMsg { seq, until, leases });
+            if job.hdr.kind != Kind::ReadResponse {
+                tx.dto_until = until;
+            }
             self.lending.store(true, Ordering::SeqCst);
             // Marked waiting: the consumer rings once it has consumed it.
             let _ = tx.ring.consumed(until);
@@ -2476,7 +2594,11 @@ impl Connection for ShmConn {
         let hold = matches!(job.hdr.kind, Kind::Send | Kind::Write);
         // Written from the engine's borrowed payload; only a message that must wait for room
         // keeps its own copy of the segment list.
-        let outcome = match job.push(&mut tx.ring) {
+        let pushed = job.push(&mut tx.ring);
+        if matches!(pushed, Ok(true)) && job.hdr.kind != Kind::ReadResponse {
+            tx.dto_until = tx.ring.position();
+        }
+        let outcome = match pushed {
             Ok(true) if hold => {
                 tx.held = true;
                 return TxOutcome::Sent;

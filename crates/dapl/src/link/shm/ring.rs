@@ -307,11 +307,14 @@ impl Producer {
         })
     }
 
-    /// True if the consumer has consumed every record pushed so far (published or not), with
-    /// Acquire: what it did handling them happens before what this thread does next. Unlike
-    /// [`consumed`](Self::consumed), nothing is marked.
-    pub(crate) fn drained(&self) -> bool {
-        word(&self.mem, HEAD).load(Ordering::Acquire) == self.tail
+    /// True if the consumer has consumed every record before `pos` (a position this producer
+    /// reached), with Acquire: what it did handling them happens before what this thread does
+    /// next. Unlike [`consumed`](Self::consumed), nothing is marked, and a head the consumer
+    /// moved somewhere impossible reads as not passed.
+    pub(crate) fn passed(&self, pos: u64) -> bool {
+        let head = word(&self.mem, HEAD).load(Ordering::Acquire);
+        let ahead = head.wrapping_sub(pos) as i64;
+        ahead >= 0 && head.wrapping_sub(self.tail) as i64 <= 0
     }
 
     /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
