@@ -37,7 +37,19 @@ fn first_wrong(got: &[u8], seed: u8) -> Option<usize> {
 /// The parent (target) on `link`: the child connected in `role` and accepted; receives are
 /// posted for its notes (64 bytes each, cookies 100..).
 fn accept_child(link: &str, role: &str) -> (Side, Child, ServicePoint, Lmr) {
+    let (p, child, psp, notes, _) = accept_child_with(link, role, |_| None);
+    (p, child, psp, notes)
+}
+
+/// [`accept_child`], with `before` run on the parent's side before the child connects (the
+/// LMR it returns is registered then).
+fn accept_child_with(
+    link: &str,
+    role: &str,
+    before: impl FnOnce(&Side) -> Option<Lmr>,
+) -> (Side, Child, ServicePoint, Lmr, Option<Lmr>) {
     let p = Side::new(link, None);
+    let early = before(&p);
     let (psp, cr_evd, q, _) = p.listen();
     let notes = p.pz.lmr_allocate_unmapped(8 * 64, MemPriv::ALL).unwrap();
     for k in 0..8 {
@@ -69,7 +81,7 @@ fn accept_child(link: &str, role: &str) -> (Side, Child, ServicePoint, Lmr) {
         .accept(Some(&p.ep), b"")
         .unwrap();
     p.expect_conn(ConnectionEventKind::Established);
-    (p, child, psp, notes)
+    (p, child, psp, notes, early)
 }
 
 /// Sends `ts` to the other side in one message.
@@ -118,6 +130,17 @@ fn direct_rdma_write_and_read_on_library_memory_are_copies_by_the_initiator() {
     note(&p);
     // The child reads seed 2 and checks it.
     expect_note(&p);
+    wait_child(child);
+}
+
+#[test]
+fn memory_registered_before_the_connection_is_mapped_from_the_first_transfer() {
+    let (p, child, _psp, _notes, early) = accept_child_with("shm", "first", |p| Some(p.lmr(LEN)));
+    let target = early.expect("registered before");
+    send_triplets(&p, &[target.remote(..).unwrap()]);
+    // The child's very first write was a copy (the handshake offered the region's file).
+    expect_note(&p);
+    assert_eq!(first_wrong(&target.to_vec(0, LEN).unwrap(), 9), None);
     wait_child(child);
 }
 
@@ -299,6 +322,21 @@ fn mapped_child() {
             assert_eq!(c.req_done().status, DtoStatus::Success);
             assert!(testing::shm_direct_copies() > before, "a direct read");
             assert_eq!(first_wrong(&mine.to_vec(0, LEN).unwrap(), 2), None);
+            note(&c);
+        }
+        "first" => {
+            let fds = testing::shm_received_region_fds();
+            assert_eq!(fds.len(), 1, "one region offered");
+            assert!(fds[0].1, "writable: the region has REMOTE_WRITE");
+            mine.write(0, &bytes(9)).unwrap();
+            let before = testing::shm_direct_copies();
+            write(&c, &mine, &remote, 1);
+            assert_eq!(c.req_done().status, DtoStatus::Success);
+            assert_eq!(
+                testing::shm_direct_copies(),
+                before + 1,
+                "the first write a copy"
+            );
             note(&c);
         }
         "read-only" => {
