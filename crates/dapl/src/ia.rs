@@ -403,7 +403,8 @@ impl InterfaceAdapter {
     ///
     /// - `"shm"` (127.0.0.1) or `"shm:<ipv4>"`: the shared-memory link between processes of
     ///   one host (rings in shared memory; the address names the rendezvous only). Each shm
-    ///   IA runs one progress thread.
+    ///   IA runs one progress thread. Its library memory is mapped by peers unless the name
+    ///   adds `",map=off"` ([`IaAttr::map_library_memory`]).
     ///
     /// Every form with an address also takes `",max_eps=<n>"`: the most endpoints the IA
     /// holds at once ([`IaAttr::max_eps`]; 16,384 by default, at most [`MAX_EPS_LIMIT`]). A
