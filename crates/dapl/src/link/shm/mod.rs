@@ -26,8 +26,14 @@
 //!   (`TxOutcome::Lent`, returned in `settle`). Cross-memory attach is probed per connection in
 //!   each direction (the probe words in the handshake); denied, everything goes through the ring.
 //!
-//! Not yet: mapped library memory, placement straight from the ring (docs/architecture.md,
-//! "The shm link").
+//! - Mapped library memory (both IAs map it: `IaAttr::map_library_memory`): each side offers
+//!   its published table (`mem::published`) and the files of its regions in the handshake,
+//!   and sends more region files when asked on the socket (`DRSM`/`DRSF`; read-only without
+//!   REMOTE_WRITE); an RDMA Write or Read to a mapped region is then a copy by the initiator
+//!   (`ShmConn::direct`), checked against the peer's table before and after, once nothing
+//!   earlier of the endpoint waits in the link. Anything else takes the paths above.
+//!
+//! Not yet: placement straight from the ring (docs/architecture.md, "The shm link").
 
 pub(crate) mod ring;
 mod wake;
