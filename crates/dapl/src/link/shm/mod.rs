@@ -110,6 +110,8 @@ const REFUSED_RETRY_GAP: Duration = Duration::from_millis(50);
 /// How long a consumer that polls an empty EVD counts as polling its rings: producers skip
 /// the doorbell meanwhile (the progress thread drains what is left when it runs out).
 const POLL_WINDOW_NS: u64 = 4_000_000;
+/// A consumer's polls write the polling windows (and read the clock) once every this many.
+const WINDOW_EVERY: u32 = 64;
 /// How long the progress thread polls the rings itself after a doorbell woke it.
 const SPIN_NS: u64 = 50_000;
 /// Slack on the "polled until" mark the spinning thread writes (it is refreshed only every
@@ -1189,33 +1191,50 @@ impl Progress for ShmLink {
     /// them polled (`POLL_WINDOW_NS`): producers skip the doorbell meanwhile. (Any poll: a
     /// consumer waiting for a read's or a send's completion reads the rings as well.)
     fn poll(&self, _for_inbound: bool) -> bool {
-        let until = mono_ns() + POLL_WINDOW_NS;
         thread_local! {
             // The connections with input, reused from poll to poll (no allocation per poll).
             static READY: std::cell::RefCell<Vec<Arc<ShmConn>>> =
                 const { std::cell::RefCell::new(Vec::new()) };
+            static POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
         }
+        // The windows are written (and the clock read) on every `WINDOW_EVERY`-th poll of the
+        // thread, and whenever the IA's window is closed: the clock and the fenced store cost
+        // more than the rest of an empty poll, and a window written a few polls ago ends at
+        // most those few polls early (the progress thread then looks).
+        let n = POLLS.get();
+        POLLS.set(n.wrapping_add(1));
+        let refresh = n % WINDOW_EVERY == 0 || self.shared.hot_until.load(Ordering::Relaxed) == 0;
         READY.with(|ready| {
             let Ok(mut ready) = ready.try_borrow_mut() else {
                 return false; // re-entered from a handler (its poll opened the windows)
             };
-            // The IA's window, then every ring's, then the look: if another consumer went
-            // idle meanwhile (`idle`), producers would skip the doorbell with nobody left to
-            // look, so these rings are stopped here (`wake::poll_window`).
-            wake::poll_window(
-                &self.shared.hot_until,
-                until,
-                || {
-                    ready.extend(
-                        lock(&self.shared.conns)
-                            .iter()
-                            .inspect(|c| ring::poll_until(&c.inbound, until))
-                            .filter(|c| c.has_input())
-                            .cloned(),
-                    )
-                },
-                || self.shared.end_polling(false),
-            );
+            let conns_with_input = |ready: &mut Vec<Arc<ShmConn>>, until: Option<u64>| {
+                ready.extend(
+                    lock(&self.shared.conns)
+                        .iter()
+                        .inspect(|c| {
+                            if let Some(u) = until {
+                                ring::poll_until(&c.inbound, u);
+                            }
+                        })
+                        .filter(|c| c.has_input())
+                        .cloned(),
+                )
+            };
+            if refresh {
+                // The IA's window, then every ring's, then the look: if another consumer went
+                // idle meanwhile (`idle`), producers would skip the doorbell with nobody left
+                // to look, so these rings are stopped here (`wake::poll_window`).
+                let until = mono_ns() + POLL_WINDOW_NS;
+                wake::poll_window(
+                    &self.shared.hot_until,
+                    until,
+                    || conns_with_input(&mut ready, Some(until)),
+                    || self.shared.end_polling(false),
+                );
+            } else {
+                conns_with_input(&mut ready, None);
+            }
             let mut any = false;
             for c in ready.drain(..) {
                 any |= c.poll_rx();
