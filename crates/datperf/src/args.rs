@@ -206,10 +206,10 @@ MEASUREMENTS (value next to the raw TCP baseline of the same run; ratio = value 
                   8-byte TCP request/response round trip
     *_bw_SIZE     GB/s (10^9 bytes/s) with a window of outstanding operations; RDMA write
                   ends with an RDMA read so the peer has everything, send with the peer's
-                  reply after the last receive; baseline: the faster of streaming
-                  SIZE-byte writes and 128 KiB writes of the same bytes (tagged [message]
-                  or [128KiB]; server to client for read), ending with an 8-byte
-                  acknowledgement
+                  reply after the last receive; baseline: streaming SIZE-byte writes
+                  (above 128 KiB the faster of that and writing each message in 128 KiB
+                  pieces, tagged [message] or [128KiB]; server to client for read), ending
+                  with an 8-byte acknowledgement
     msg_rate_8B   8-byte sends per second (Mmsg/s); baseline: 8-byte TCP writes
 
 CPU TIME: each row also gives the user + system CPU time of the timed loop, for both and their

@@ -17,13 +17,15 @@
 //! - read bandwidth: the client sends an 8-byte request, the server writes `total` messages of
 //!   `size` bytes, the client reads them in chunks of up to 256 KiB.
 //!
-//! Bandwidth (not latency, not message rate) has two ways of writing the same bytes
-//! ([`Writes`]): one `write` per message, or the whole `total * size` stream in writes of
-//! 128 KiB (flag bit 1; a larger message is written in pieces, smaller ones many to a write).
-//! One large blocking `write` per message handicaps plain TCP (in one `bench/compare.sh` run it
-//! moved 4.27 GB/s in 64 KiB writes but 2.33 GB/s in 1 MiB ones), and small ones pay a system
-//! call each; the baseline is the best a plain TCP program gets, the faster of the two, measured
-//! in the same rounds (`main.rs`, `report::best`), and the report names the winner. Buffers
+//! Bandwidth of messages larger than 128 KiB (not latency, not message rate, not smaller
+//! messages) has two ways of writing each message ([`Writes`]): one `write`, or writes of
+//! 128 KiB pieces (flag bit 1). One large blocking `write` per message handicaps plain TCP (in
+//! one `bench/compare.sh` run it moved 4.27 GB/s in 64 KiB writes but 2.33 GB/s in 1 MiB ones);
+//! the baseline is the best a plain TCP program sending such messages gets, the faster of the
+//! two, measured in the same rounds (`main.rs`, `report::best`), and the report names the
+//! winner. Smaller messages are never joined into larger writes: that would measure a stream,
+//! not a program sending messages of that size (iperf3 `-l SIZE` writes SIZE bytes at a time
+//! too). Buffers
 //! are made before the timed loop and filled with a non-zero byte (a large zeroed allocation
 //! never written reads as the kernel's one zero page, always in cache).
 //!
@@ -64,8 +66,7 @@ const FILL: u8 = 0x5a;
 pub enum Writes {
     /// One `write` per message (latency and message rate always write this way).
     Message,
-    /// The same bytes in writes of `WRITE_CHUNK` (a message larger than that is written in
-    /// pieces; smaller ones are written many to a piece).
+    /// Each message in writes of at most `WRITE_CHUNK` (only for messages larger than that).
     Chunked,
 }
 
@@ -79,11 +80,12 @@ impl Writes {
     }
 }
 
-/// The ways of writing the baseline of `m` is measured in: both for bandwidth, else one.
+/// The ways of writing the baseline of `m` is measured in: both for bandwidth of messages
+/// larger than `WRITE_CHUNK`, else one.
 pub fn variants(m: &Measurement) -> &'static [Writes] {
     match m.kind {
-        Kind::Bw => &[Writes::Message, Writes::Chunked],
-        Kind::Lat | Kind::Rate => &[Writes::Message],
+        Kind::Bw if m.size > WRITE_CHUNK as u64 => &[Writes::Message, Writes::Chunked],
+        _ => &[Writes::Message],
     }
 }
 const HEADER_LEN: usize = 24;
@@ -322,37 +324,19 @@ fn drain(s: &mut Link, mut n: u64, buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// The buffer `write_stream` writes from (made before the timed loop): one message, or for
-/// chunked writes at least one chunk.
+/// The buffer `write_stream` writes from (made before the timed loop): one message.
 fn stream_buf(h: &Header) -> Vec<u8> {
-    let size = h.size as usize;
-    vec![
-        FILL;
-        if h.chunked {
-            size.max(WRITE_CHUNK)
-        } else {
-            size
-        }
-    ]
+    vec![FILL; h.size as usize]
 }
 
 /// Writes the `total` messages of `h` (size `h.size`) from `buf` (`stream_buf`): one
-/// `write_all` each, or the same bytes in `WRITE_CHUNK` pieces.
+/// `write_all` each, or each in pieces of at most `WRITE_CHUNK`.
 fn write_stream(s: &mut Link, h: &Header, buf: &[u8]) -> io::Result<()> {
-    if !h.chunked {
-        for _ in 0..h.total {
-            s.write_all(buf)?;
+    let piece = if h.chunked { WRITE_CHUNK } else { buf.len() };
+    for _ in 0..h.total {
+        for p in buf.chunks(piece.max(1)) {
+            s.write_all(p)?;
         }
-        return Ok(());
-    }
-    let (mut left, mut off) = (h.total * h.size, 0usize);
-    while left > 0 {
-        let n = WRITE_CHUNK
-            .min(buf.len() - off)
-            .min(usize::try_from(left).unwrap_or(usize::MAX));
-        s.write_all(&buf[off..off + n])?;
-        off = (off + n) % buf.len();
-        left -= n as u64;
     }
     Ok(())
 }
@@ -583,8 +567,8 @@ mod tests {
         t.join().unwrap().unwrap();
     }
 
-    /// Both ways of writing move exactly the stream's bytes, for messages smaller than a chunk
-    /// (not dividing it), of one, and larger.
+    /// Both ways of writing move exactly the stream's bytes, for messages smaller than a chunk,
+    /// of one, and larger (written in pieces).
     #[test]
     fn chunked_writes_move_the_same_bytes() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -615,14 +599,7 @@ mod tests {
                 };
                 let mut s = Link::new(TcpStream::connect(addr).unwrap(), false).unwrap();
                 let buf = stream_buf(&h);
-                assert_eq!(
-                    buf.len(),
-                    if chunked {
-                        (size as usize).max(WRITE_CHUNK)
-                    } else {
-                        size as usize
-                    }
-                );
+                assert_eq!(buf.len(), size as usize);
                 write_stream(&mut s, &h, &buf).unwrap();
                 drop(s);
                 let got = reader.join().unwrap();

@@ -299,9 +299,9 @@ pub fn table(title: &str, rows: &[Row], base: &str) -> String {
     }
     if rows.iter().any(|r| r.base_variant.is_some()) {
         out.push_str(&format!(
-            "[message] / [128KiB]: the {base} bandwidth figure is the faster of one write per \
-             message and writes of 128 KiB of the same bytes, measured in the same rounds; the \
-             tag says which it was\n"
+            "[message] / [128KiB]: for messages above 128 KiB the {base} bandwidth figure is \
+             the faster of one write per message and each message in 128 KiB writes, measured \
+             in the same rounds; the tag says which it was\n"
         ));
     }
     out
