@@ -147,8 +147,6 @@ const HOT: Duration = Duration::from_millis(4);
 /// Write) then finds it awake, as `evd_wait` spins before it sleeps. Waking a sleeping thread
 /// costs more than a round trip on small virtual machines.
 const SPIN: Duration = Duration::from_micros(50);
-/// While spinning, the progress thread waits on its outer epoll set once every this many rounds.
-const SPIN_OUTER_EVERY: u32 = 8;
 
 thread_local! {
     /// This thread's polls for inbound data marked some link as polled since it last slept.
@@ -604,25 +602,9 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
     // Until when the thread keeps polling (it handled a connection and no consumer polls).
     let mut spin_until = 0u64;
     let mut idle_spin = false;
-    let mut spins = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
         if idle_spin {
             std::thread::yield_now();
-            // Spinning with few connections: read their sockets directly (one `recv` each, as a
-            // polling consumer does) and look at the outer set (listeners, wakes, timers) only
-            // every few rounds: a nested `epoll_wait` per round was most of the time between a
-            // Read Request's arrival and its answer.
-            spins = spins.wrapping_add(1);
-            if spins % SPIN_OUTER_EVERY != 0 {
-                match shared.poll_direct(&mut conn_events) {
-                    Some(true) => {
-                        spin_until = mono_ns() + SPIN.as_nanos() as u64;
-                        continue;
-                    }
-                    Some(false) if mono_ns() < spin_until => continue,
-                    _ => {}
-                }
-            }
         }
         let mut timeout = if lock(&shared.timed).is_empty() {
             -1
