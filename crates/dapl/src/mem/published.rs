@@ -85,17 +85,7 @@ fn slot_of(stag: u32) -> usize {
 impl Published {
     /// A fresh, empty table (a memfd sealed against resizing).
     pub fn new() -> io::Result<Published> {
-        let fd = rustix::fs::memfd_create(
-            "dapl-rs-published",
-            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-        )?;
-        rustix::fs::ftruncate(&fd, TABLE_LEN as u64)?;
-        rustix::fs::fcntl_add_seals(
-            &fd,
-            rustix::fs::SealFlags::SHRINK
-                | rustix::fs::SealFlags::GROW
-                | rustix::fs::SealFlags::SEAL,
-        )?;
+        let fd = crate::mem::region::sealed_memfd("dapl-rs-published", TABLE_LEN)?;
         let mem = RegionMemory::map_shared(fd.as_fd(), TABLE_LEN)?;
         Ok(Published { fd, mem })
     }

@@ -87,6 +87,16 @@ enum Owner {
 /// Ids of [`RegionMemory::allocate_shared`] regions: never reused in a process.
 static NEXT_SHARED_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A memfd of `len` bytes named `name`, sealed against shrinking, growing and further seals:
+/// a peer that maps it can rely on its size (a shrunk file would fault under the mapping).
+pub(crate) fn sealed_memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::ftruncate(&fd, len as u64)?;
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    Ok(fd)
+}
+
 /// `mmap` of the first `len` bytes of `fd`, shared, readable and (if `writable`) writable.
 fn mmap_shared(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<NonNull<u8>> {
     if len == 0 || len > isize::MAX as usize {
@@ -275,17 +285,7 @@ impl RegionMemory {
             return Err(io::ErrorKind::InvalidInput.into());
         }
         let map_len = len.next_multiple_of(PAGE_SIZE);
-        let fd = rustix::fs::memfd_create(
-            "dapl-rs-lmr",
-            rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-        )?;
-        rustix::fs::ftruncate(&fd, map_len as u64)?;
-        rustix::fs::fcntl_add_seals(
-            &fd,
-            rustix::fs::SealFlags::SHRINK
-                | rustix::fs::SealFlags::GROW
-                | rustix::fs::SealFlags::SEAL,
-        )?;
+        let fd = sealed_memfd("dapl-rs-lmr", map_len)?;
         let ptr = mmap_shared(fd.as_fd(), map_len, true)?;
         Ok(RegionMemory {
             ptr,

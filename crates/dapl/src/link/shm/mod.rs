@@ -74,7 +74,7 @@ use std::time::{Duration, Instant};
 
 use rustix::event::epoll::{self, EventData, EventFlags};
 use rustix::event::{eventfd, EventfdFlags};
-use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::fs::SealFlags;
 use rustix::io::Errno;
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -174,13 +174,8 @@ fn seqpacket() -> std::io::Result<OwnedFd> {
 
 /// One side's inbound ring: the memfd (sealed against resizing) and its mapping.
 fn new_ring() -> std::io::Result<(OwnedFd, Arc<RegionMemory>)> {
-    let fd = rustix::fs::memfd_create(
-        "dapl-rs-shm-ring",
-        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-    )?;
     let len = ring::mapping_len(RING_CAP);
-    rustix::fs::ftruncate(&fd, len as u64)?;
-    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    let fd = crate::mem::region::sealed_memfd("dapl-rs-shm-ring", len)?;
     let mem = RegionMemory::map_shared(fd.as_fd(), len)?;
     Ok((fd, Arc::new(mem)))
 }
@@ -347,15 +342,17 @@ fn send_hello(
         .is_ok_and(|n| n == m.len())
 }
 
-/// Reads one handshake message. `Ok(None)`: nothing yet; `Err`: the peer hung up or sent
-/// something else.
-fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
-    let mut buf = [0u8; HS_HDR + MAX_PRIVATE_DATA + 4 + 16 * OFFER_MAX + 1];
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3 + OFFER_MAX))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
+/// One non-blocking `recvmsg` on the rendezvous socket into `buf`, with the descriptors it
+/// carried (`space`: room for their control message; close-on-exec).
+fn recv_with_fds(
+    sock: &OwnedFd,
+    buf: &mut [u8],
+    space: &mut [u8],
+) -> (rustix::io::Result<rustix::net::RecvMsgReturn>, Vec<OwnedFd>) {
+    let mut control = RecvAncillaryBuffer::new(space);
     let r = rustix::net::recvmsg(
         sock,
-        &mut [IoSliceMut::new(&mut buf)],
+        &mut [IoSliceMut::new(buf)],
         &mut control,
         RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
     );
@@ -365,6 +362,15 @@ fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
             fds.extend(it);
         }
     }
+    (r, fds)
+}
+
+/// Reads one handshake message. `Ok(None)`: nothing yet; `Err`: the peer hung up or sent
+/// something else.
+fn recv_hello(sock: &OwnedFd) -> Result<Option<Hello>, ()> {
+    let mut buf = [0u8; HS_HDR + MAX_PRIVATE_DATA + 4 + 16 * OFFER_MAX + 1];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(3 + OFFER_MAX))];
+    let (r, fds) = recv_with_fds(sock, &mut buf, &mut space);
     let n = match r {
         Ok(r) if r.flags.contains(RecvFlags::TRUNC) => return Err(()),
         Ok(r) => r.bytes,
@@ -519,19 +525,7 @@ enum Ctl {
 fn recv_ctl(sock: &OwnedFd) -> Ctl {
     let mut buf = [0u8; 64];
     let mut space = [0u8; rustix::cmsg_space!(ScmRights(1))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let r = rustix::net::recvmsg(
-        sock,
-        &mut [IoSliceMut::new(&mut buf)],
-        &mut control,
-        RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
-    );
-    let mut fds = Vec::new();
-    for msg in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(it) = msg {
-            fds.extend(it);
-        }
-    }
+    let (r, fds) = recv_with_fds(sock, &mut buf, &mut space);
     match r {
         Ok(r) if r.bytes > 0 => Ctl::Msg(buf[..r.bytes.min(buf.len())].to_vec(), fds),
         Err(Errno::AGAIN) | Err(Errno::INTR) => Ctl::Nothing,
