@@ -114,7 +114,6 @@ impl Qp {
                     drop(c);
                     if graceful_done {
                         batch.flush(); // what was held goes out before the end
-
                         self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
                     }
                     return;
