@@ -42,7 +42,7 @@ check "miri shm ring" cargo +nightly miri test -q -p dapl --lib -- link::shm::ri
 
 # ThreadSanitizer needs the standard library built with it (rust-src, -Zbuild-std).
 tsan() {
-  RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" \
+  RUSTFLAGS="-Zsanitizer=thread --cfg dapl_atomic_loops" RUSTDOCFLAGS="-Zsanitizer=thread" \
     TSAN_OPTIONS="halt_on_error=1" CARGO_TARGET_DIR=target/tsan \
     cargo +nightly test -q -Zbuild-std --target "$target" -p dapl "$@"
 }
@@ -56,7 +56,7 @@ check "tsan threads" tsan --test threads
 # AddressSanitizer: the memory a test lends (heap buffers) is freed right after the LMR's free;
 # any access by the provider after it is a use after free. (tcp_revocation.rs also unmaps.)
 asan() {
-  RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+  RUSTFLAGS="-Zsanitizer=address --cfg dapl_atomic_loops" RUSTDOCFLAGS="-Zsanitizer=address" \
     ASAN_OPTIONS="detect_leaks=0" CARGO_TARGET_DIR=target/asan \
     cargo +nightly test -q -Zbuild-std --target "$target" -p dapl "$@"
 }
