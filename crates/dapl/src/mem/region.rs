@@ -578,6 +578,9 @@ enum Unit {
 /// Bytes a region-to-region copy or a fill moves through its stack buffer at a time.
 const COPY_CHUNK: usize = 2048;
 
+/// Copies up to this many bytes go through a buffer of this size instead of a chunk's.
+const SMALL_COPY: usize = 128;
+
 /// Runs of words from this many on go to [`move_words`]' string instruction (below it the
 /// word loop is as fast: the instruction's start-up cost; measured on the Xeon of
 /// docs/architecture.md, equal at 256 bytes, 1.4x at 512, 3x at 2 KiB and up).
@@ -717,8 +720,23 @@ impl RegionMemory {
         units
     }
 
+    /// The number of words in `offset..offset + len` if that range is whole words of the word
+    /// span (a ring record, a word-aligned message): the common case, which needs no
+    /// [`units`](Self::units).
+    #[inline]
+    fn whole_words(&self, offset: usize, len: usize) -> Option<usize> {
+        let (lo, hi) = self.word_span();
+        let inside = lo <= offset && offset <= hi && len <= hi - offset;
+        (inside && (offset - lo) % WORD == 0 && len % WORD == 0).then_some(len / WORD)
+    }
+
     /// Loads `dst.len()` bytes at `offset`, each unit with `order`.
     fn load_units(&self, offset: usize, dst: &mut [u8], order: Ordering) {
+        if let Some(n) = self.whole_words(offset, dst.len()) {
+            // SAFETY: `n` whole words of the span from `offset`; `dst` holds `n` words.
+            unsafe { self.load_words(offset, dst.as_mut_ptr(), n, order) };
+            return;
+        }
         for unit in self.units(offset, dst.len()) {
             match unit {
                 Unit::Bytes { at, n } => {
@@ -786,6 +804,14 @@ impl RegionMemory {
     /// `source(at, chunk)` fills `chunk` with the bytes for `offset + at`. The last chunk goes
     /// with [`store_release_last`](Self::store_release_last).
     fn store_chunked(&self, offset: usize, len: usize, mut source: impl FnMut(usize, &mut [u8])) {
+        if len <= SMALL_COPY {
+            // A small copy (a ring record's payload, a short message) in one step, without
+            // clearing a whole chunk's buffer first.
+            let mut buf = [0u8; SMALL_COPY];
+            source(0, &mut buf[..len]);
+            self.store_release_last(offset, &buf[..len]);
+            return;
+        }
         let mut buf = [0u8; COPY_CHUNK];
         let mut done = 0;
         while done < len {
@@ -826,6 +852,11 @@ impl RegionMemory {
     /// Stores `src` at `offset`, each unit with `order`; part of a word with a compare-exchange
     /// that leaves its other bytes as they are.
     fn store_units(&self, offset: usize, src: &[u8], order: Ordering) {
+        if let Some(n) = self.whole_words(offset, src.len()) {
+            // SAFETY: as in `load_units`.
+            unsafe { self.store_words(offset, src.as_ptr(), n, order) };
+            return;
+        }
         for unit in self.units(offset, src.len()) {
             match unit {
                 Unit::Bytes { at, n } => {
