@@ -42,8 +42,10 @@ cargo test -p dapl --features tokio --doc 2>&1 | tee -a "$log"
 # The loom models of the shm link's wake-up protocol (crates/dapl/src/link/shm/wake.rs): the
 # interleavings of the threads that race on a ring's control words and the IA's polling window,
 # up to 3 preemptions each (unbounded, the three-thread model takes a minute: LOOM_MAX_PREEMPTIONS
-# unset). In target/loom: the flag would otherwise rebuild the normal target's dependencies.
-echo "== loom (shm wake-up protocol)"
+# unset); and of the QP's turns at transmitting (crates/dapl/src/engine/turn.rs: no request to
+# drain lost, never two drains at once). In target/loom: the flag would otherwise rebuild the
+# normal target's dependencies.
+echo "== loom (shm wake-up protocol, transmit turns)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
   cargo test -p dapl --release --lib loom 2>&1 | tee -a "$log"
 # The examples of crates/dapl, run: each checks what it moved and exits non-zero otherwise.

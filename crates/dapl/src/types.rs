@@ -98,6 +98,26 @@ pub enum EpState {
     CompletionPending = 12,
 }
 
+impl EpState {
+    /// The state whose `DAT_EP_STATE` value is `v`.
+    pub(crate) fn from_repr(v: u8) -> Option<EpState> {
+        use EpState::*;
+        [
+            Unconnected,
+            Reserved,
+            PassiveConnectionPending,
+            ActiveConnectionPending,
+            TentativeConnectionPending,
+            Connected,
+            DisconnectPending,
+            Disconnected,
+            CompletionPending,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == v)
+    }
+}
+
 /// `DAT_DTO_COMPLETION_STATUS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

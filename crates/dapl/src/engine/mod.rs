@@ -11,6 +11,7 @@ pub(crate) mod port;
 pub(crate) mod qp;
 pub(crate) mod srq;
 pub(crate) mod timer;
+pub(crate) mod turn;
 
 use std::collections::VecDeque;
 

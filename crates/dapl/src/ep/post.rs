@@ -140,9 +140,8 @@ impl Endpoint {
                 "the endpoint takes its receives from an SRQ",
             );
         }
-        let (max_iov, ep_flags) = ep
-            .qp
-            .with_attr(|a, _| (a.max_recv_iov, a.recv_completion_flags));
+        let v = ep.qp.post_view();
+        let (max_iov, ep_flags) = (v.max_recv_iov, v.recv_flags);
         self.check_post_flags(OP, flags, CompletionFlags::UNSIGNALLED, ep_flags)?;
         let r = EpInner::resolve_iov(
             &ep.ia,
@@ -175,9 +174,8 @@ impl Endpoint {
     ) -> Result<()> {
         self.check_handle(op)?;
         let ep = &self.0;
-        let (max_iov, ep_flags, state) = ep
-            .qp
-            .with_attr(|a, s| (a.max_request_iov, a.request_completion_flags, s));
+        let v = ep.qp.post_view();
+        let (max_iov, ep_flags, state) = (v.max_request_iov, v.request_flags, v.state);
         let allowed = match rop {
             // A write with immediate data consumes a receive at the peer, as a Send does: the
             // sender may ask for a solicited event there (RFC 7306 opcode 9).

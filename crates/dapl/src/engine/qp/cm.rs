@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Qp, QpEvent, RecvWr, SendWr};
+use super::{DeferredEnd, Qp, QpEvent, RecvWr, SendWr};
 use crate::engine::port::Connection;
 use crate::types::{ConnQual, ConnectionEventKind, DtoStatus, EpState, IaAddress};
 
@@ -43,11 +43,12 @@ impl Qp {
     /// The WR that was inside `transmit` has its outcome recorded (its completion queued):
     /// an end that came meanwhile runs now.
     pub(super) fn finish_transmit(&self) {
-        let deferred = {
-            let mut c = self.lock();
-            c.in_transmit = false;
-            c.end_deferred.take()
-        };
+        let deferred = self.lock().finish_transmit();
+        self.run_deferred_end(deferred);
+    }
+
+    /// Runs the end [`QpCore::finish_transmit`] returned (if any), with no lock held.
+    pub(super) fn run_deferred_end(&self, deferred: Option<DeferredEnd>) {
         if let Some((only, kind, notify_peer)) = deferred {
             self.end_connection_if(only, kind, notify_peer, true);
         }
@@ -87,7 +88,7 @@ impl Qp {
                 | EpState::TentativeConnectionPending => {}
                 _ => return,
             }
-            c.state = EpState::Disconnected;
+            self.set_state(&mut c, EpState::Disconnected);
             let report = !c.end_reported;
             c.end_reported = true;
             c.irq.clear();
@@ -122,7 +123,7 @@ impl Qp {
             );
         }
         self.rnr_blocked.store(false, Ordering::SeqCst);
-        let recv_flags = self.lock().attr.recv_completion_flags;
+        let recv_flags = self.recv_flags();
         for wr in &flushed_sq {
             self.complete_send(wr, DtoStatus::Flushed, 0);
         }
@@ -157,7 +158,7 @@ impl Qp {
         qual: Option<ConnQual>,
     ) -> u64 {
         let mut c = self.lock();
-        c.state = state;
+        self.set_state(&mut c, state);
         c.attempt += 1;
         c.end_reported = false;
         c.remote_addr = remote;
@@ -197,7 +198,7 @@ impl Qp {
         if c.attempt != attempt || c.state != EpState::ActiveConnectionPending {
             return;
         }
-        c.state = EpState::Unconnected;
+        self.set_state(&mut c, EpState::Unconnected);
         c.end_reported = true;
         c.pending_conn = None;
         c.remote_addr = None;
@@ -247,7 +248,7 @@ impl Qp {
             {
                 return false;
             }
-            c.state = EpState::Connected;
+            self.set_state(&mut c, EpState::Connected);
             c.conn = Some(conn);
             c.pending_conn = None;
             if let Some(t) = c.attempt_timer.take() {
@@ -303,7 +304,7 @@ impl Qp {
                 return;
             }
             c.end_reported = true;
-            c.state = EpState::Disconnected;
+            self.set_state(&mut c, EpState::Disconnected);
             if let Some(t) = c.attempt_timer.take() {
                 crate::engine::timer::cancel(t);
             }
@@ -392,7 +393,7 @@ impl Qp {
             if c.state != EpState::Connected {
                 return;
             }
-            c.state = EpState::DisconnectPending;
+            self.set_state(&mut c, EpState::DisconnectPending);
         }
         tracing::debug!(
             ep = self.id,
@@ -415,7 +416,7 @@ impl Qp {
         let mut c = self.lock();
         let was = c.state;
         if was == from {
-            c.state = to;
+            self.set_state(&mut c, to);
         }
         was
     }
@@ -426,7 +427,7 @@ impl Qp {
         let mut c = self.lock();
         let was = c.state;
         if was == EpState::Disconnected {
-            c.state = EpState::Unconnected;
+            self.set_state(&mut c, EpState::Unconnected);
             c.remote_addr = None;
             c.remote_qual = None;
             c.ord = 0;

@@ -9,8 +9,8 @@
 //!
 //! Locking: one `core` mutex, held only for short bookkeeping and for data placement into local
 //! memory; never while calling into another QP or a link's transmit. The transmit side is
-//! serialized by an atomic `tx_busy` flag (see [`Qp::pump`]), never a blocking lock, so two QPs
-//! that feed each other cannot deadlock. Upcalls run with no QP lock held.
+//! serialized by an atomic counter of turns (see [`Qp::pump`], [`crate::engine::turn`]), never a
+//! blocking lock, so two QPs that feed each other cannot deadlock. Upcalls run with no QP lock held.
 
 mod cm;
 mod rx;
@@ -19,13 +19,14 @@ mod tests;
 mod tx;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use smallvec::SmallVec;
 
 use crate::engine::port::Connection;
 use crate::engine::srq::SharedRq;
+use crate::engine::turn::Turns;
 use crate::mem::{MemTable, Seg};
 use crate::types::{
     CompletionFlags, ConnQual, ConnectionEventKind, Cookie, DtoOp, DtoStatus, EpAttr, EpState,
@@ -113,7 +114,7 @@ pub(crate) struct QpCore {
     /// inside `transmit`: the end waits for that WR's outcome, so that its completion comes
     /// before what the end flushes (the peer's answer never overtakes the completion of what
     /// it answers). Run by the transmitting thread (`Qp::finish_transmit`).
-    end_deferred: Option<(Option<u64>, ConnectionEventKind, bool)>,
+    end_deferred: Option<DeferredEnd>,
     /// Messages out on the link whose source memory the peer still copies from
     /// (`TxOutcome::Lent`), in the order lent, and the Sends and Writes transmitted after one
     /// of them: each completes in this order once the link has returned every lent message
@@ -214,8 +215,9 @@ pub(crate) struct Qp {
     memtable: Arc<MemTable>,
     srq: Option<Arc<SharedRq>>,
     core: Mutex<QpCore>,
-    tx_busy: AtomicBool,
-    tx_pending: AtomicBool,
+    tx_turns: Turns,
+    /// What a post reads without the lock (stored under it whenever it changes).
+    view: PostView,
     rnr_blocked: AtomicBool,
     rnr_wakes: AtomicU64,
     /// The soft high watermark event is due (set under the lock, raised after it).
@@ -225,6 +227,52 @@ pub(crate) struct Qp {
     srq_held: AtomicUsize,
     srq_held_bytes: AtomicU64,
     upcalls: Weak<dyn QpUpcalls>,
+}
+
+/// The state and the attributes a post checks, mirrored out of the QP lock so that posting
+/// does not take it for them: stored under the lock whenever they change ([`Qp::set_state`],
+/// [`Qp::modify`]), loaded by posts (which the engine checks again under the lock).
+struct PostView {
+    state: AtomicU8,
+    max_recv_iov: AtomicUsize,
+    max_request_iov: AtomicUsize,
+    recv_flags: AtomicU32,
+    request_flags: AtomicU32,
+}
+
+impl PostView {
+    fn new(attr: &EpAttr) -> PostView {
+        let v = PostView {
+            state: AtomicU8::new(EpState::Unconnected as u8),
+            max_recv_iov: AtomicUsize::new(0),
+            max_request_iov: AtomicUsize::new(0),
+            recv_flags: AtomicU32::new(0),
+            request_flags: AtomicU32::new(0),
+        };
+        v.set_attr(attr);
+        v
+    }
+
+    fn set_attr(&self, attr: &EpAttr) {
+        self.max_recv_iov
+            .store(attr.max_recv_iov, Ordering::Relaxed);
+        self.max_request_iov
+            .store(attr.max_request_iov, Ordering::Relaxed);
+        self.recv_flags
+            .store(attr.recv_completion_flags.bits(), Ordering::Relaxed);
+        self.request_flags
+            .store(attr.request_completion_flags.bits(), Ordering::Relaxed);
+    }
+}
+
+/// What [`Qp::post_view`] returns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PostAttrs {
+    pub(crate) state: EpState,
+    pub(crate) max_recv_iov: usize,
+    pub(crate) max_request_iov: usize,
+    pub(crate) recv_flags: CompletionFlags,
+    pub(crate) request_flags: CompletionFlags,
 }
 
 /// The work queues of a QP, allocated up front for the lengths of its attributes (the fast
@@ -265,6 +313,7 @@ impl Qp {
         upcalls: Weak<dyn QpUpcalls>,
         queues: QpQueues,
     ) -> Qp {
+        let view = PostView::new(&attr);
         Qp {
             id,
             local_addr,
@@ -299,8 +348,8 @@ impl Qp {
                 remote_qual: None,
             }),
             srq,
-            tx_busy: AtomicBool::new(false),
-            tx_pending: AtomicBool::new(false),
+            tx_turns: Turns::default(),
+            view,
             rnr_blocked: AtomicBool::new(false),
             rnr_wakes: AtomicU64::new(0),
             soft_high_due: AtomicBool::new(false),
@@ -548,7 +597,19 @@ impl Qp {
     }
 }
 
+/// A connection end that waits for the WR inside `transmit` ([`QpCore::end_deferred`]): the
+/// connection it is for (None: whichever), its kind, whether the peer is told.
+pub(crate) type DeferredEnd = (Option<u64>, ConnectionEventKind, bool);
+
 impl QpCore {
+    /// The WR that was inside `transmit` has its outcome recorded (its completion queued): the
+    /// end that came meanwhile, if any, which the caller runs once it has dropped the lock
+    /// ([`Qp::run_deferred_end`]).
+    fn finish_transmit(&mut self) -> Option<DeferredEnd> {
+        self.in_transmit = false;
+        self.end_deferred.take()
+    }
+
     /// Reads are outstanding, or one has finished but its completion is not queued yet.
     fn reads_pending(&self) -> bool {
         !self.orq.is_empty() || self.reads_completing > 0
@@ -627,10 +688,31 @@ impl Qp {
         }
     }
 
-    /// Reads the attributes and state under the lock.
-    pub(crate) fn with_attr<R>(&self, f: impl FnOnce(&EpAttr, EpState) -> R) -> R {
-        let c = self.lock();
-        f(&c.attr, c.state)
+    /// The state and the attributes a post checks, without the lock (a snapshot: the engine
+    /// checks the state again when it queues).
+    pub(crate) fn post_view(&self) -> PostAttrs {
+        let v = &self.view;
+        PostAttrs {
+            state: EpState::from_repr(v.state.load(Ordering::Acquire))
+                .expect("only EpState values are stored"),
+            max_recv_iov: v.max_recv_iov.load(Ordering::Relaxed),
+            max_request_iov: v.max_request_iov.load(Ordering::Relaxed),
+            recv_flags: CompletionFlags::from_bits_retain(v.recv_flags.load(Ordering::Relaxed)),
+            request_flags: CompletionFlags::from_bits_retain(
+                v.request_flags.load(Ordering::Relaxed),
+            ),
+        }
+    }
+
+    /// The receive completion flags of the endpoint's attributes.
+    pub(crate) fn recv_flags(&self) -> CompletionFlags {
+        CompletionFlags::from_bits_retain(self.view.recv_flags.load(Ordering::Relaxed))
+    }
+
+    /// Changes the state (under the lock `c`), and its mirror for posts.
+    pub(crate) fn set_state(&self, c: &mut QpCore, state: EpState) {
+        c.state = state;
+        self.view.state.store(state as u8, Ordering::Release);
     }
 
     /// Replaces the attributes; only while not connected or connecting, and not below what is
@@ -647,6 +729,7 @@ impl Qp {
             return Err(ModifyError::TooSmall);
         }
         c.attr = attr.clone();
+        self.view.set_attr(attr);
         let (r, s) = (
             attr.max_recv_dtos.saturating_sub(c.rq.len()),
             attr.max_request_dtos.saturating_sub(c.sq.len()),

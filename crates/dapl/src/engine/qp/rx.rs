@@ -59,7 +59,7 @@ impl Qp {
         solicited: bool,
         invalidate: Option<u32>,
     ) -> Result<(), InvalidateFault> {
-        let recv_flags = self.lock().attr.recv_completion_flags;
+        let recv_flags = self.recv_flags();
         self.finish_send(wr, len, solicited, recv_flags, invalidate)
     }
 
@@ -324,7 +324,7 @@ impl Qp {
     /// Completes a receive taken by [`Qp::rx_send_take`] with an error (or a flush) status;
     /// a receive whose Send was placed whole completes through [`Qp::rx_send_placed`].
     pub(crate) fn rx_send_done(&self, wr: &RecvWr, status: DtoStatus, len: u64, solicited: bool) {
-        let recv_flags = self.lock().attr.recv_completion_flags;
+        let recv_flags = self.recv_flags();
         self.complete_recv(wr, status, len, solicited, recv_flags);
     }
 
@@ -332,7 +332,7 @@ impl Qp {
     /// Data message that ends an RDMA Write with Immediate Data (its data was placed before, in
     /// stream order): RECV_IMMED with `immediate` and the write's length `len`.
     pub(crate) fn rx_immed_done(&self, wr: &RecvWr, immediate: u32, len: u64, solicited: bool) {
-        let recv_flags = self.lock().attr.recv_completion_flags;
+        let recv_flags = self.recv_flags();
         self.complete_recv_as(
             wr,
             DtoStatus::Success,

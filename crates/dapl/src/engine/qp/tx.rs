@@ -27,25 +27,10 @@ impl Drop for Batch {
 
 impl Qp {
     /// Drives the send side: transmits queued work while the link takes it. Never blocks: if
-    /// another thread is already transmitting for this EP, it is told to go round once more.
+    /// another thread is already transmitting for this EP, it drains once more for this call
+    /// ([`Turns`](crate::engine::turn::Turns)).
     pub(crate) fn pump(&self) {
-        loop {
-            self.tx_pending.store(true, Ordering::SeqCst);
-            if self
-                .tx_busy
-                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-                .is_err()
-            {
-                return; // the transmitting thread will see tx_pending
-            }
-            while self.tx_pending.swap(false, Ordering::SeqCst) {
-                self.drain_tx();
-            }
-            self.tx_busy.store(false, Ordering::SeqCst);
-            if !self.tx_pending.load(Ordering::SeqCst) {
-                return;
-            }
-        }
+        self.tx_turns.run(|| self.drain_tx());
     }
 
     fn drain_tx(&self) {
@@ -63,9 +48,19 @@ impl Qp {
         // Several messages queued at once: the link may write them together (`hold`); what it
         // held back is written when this call ends, however it ends.
         let mut batch = Batch(None);
+        // The last WR's outcome is recorded but `in_transmit` not cleared yet: done under the
+        // next look at the queues (one lock for both).
+        let mut finish_pending = false;
         loop {
-            let (work, conn, more) = {
+            let (work, conn, more, lent_empty) = {
                 let mut c = self.lock();
+                if std::mem::take(&mut finish_pending) {
+                    if let Some(end) = c.finish_transmit() {
+                        drop(c);
+                        self.run_deferred_end(Some(end));
+                        return; // the connection ended: nothing more goes out on it
+                    }
+                }
                 if !matches!(c.state, EpState::Connected | EpState::DisconnectPending) {
                     return;
                 }
@@ -74,8 +69,12 @@ impl Qp {
                     return; // the link calls tx_drained when it has written its message
                 }
                 let more = c.irq.len() + c.sq.len() > 1;
+                // No lent message now means none until this thread lends one (only the
+                // transmitting thread adds to `lent`): a Send or Write sent in this turn
+                // completes without looking again.
+                let lent_empty = c.lent.is_empty();
                 if let Some(r) = c.irq.pop_front() {
-                    (Work::Resp(r), conn, more)
+                    (Work::Resp(r), conn, more, lent_empty)
                 } else if let Some(head) = c.sq.front() {
                     if self.rnr_blocked.load(Ordering::SeqCst) {
                         return;
@@ -102,12 +101,12 @@ impl Qp {
                             remote: wr.remote,
                         };
                         c.orq.push_back(wr);
-                        (w, conn, more)
+                        (w, conn, more, lent_empty)
                     } else {
                         // Until its outcome is recorded, an end from another thread waits
                         // (`finish_transmit`).
                         c.in_transmit = true;
-                        (Work::Wr(wr), conn, more)
+                        (Work::Wr(wr), conn, more, lent_empty)
                     }
                 } else {
                     let graceful_done = c.state == EpState::DisconnectPending && !c.outstanding();
@@ -224,7 +223,11 @@ impl Qp {
                     };
                     let stop = match out {
                         TxOutcome::Sent => {
-                            self.complete_sent(wr);
+                            if lent_empty {
+                                self.complete_send(&wr, DtoStatus::Success, wr.total);
+                            } else {
+                                self.complete_sent(wr);
+                            }
                             conn.sent_completed();
                             false
                         }
@@ -268,11 +271,13 @@ impl Qp {
                             true
                         }
                     };
-                    // The WR's outcome is recorded: an end that came meanwhile runs now.
-                    self.finish_transmit();
+                    // The WR's outcome is recorded: an end that came meanwhile runs now, or
+                    // at the next look at the queues.
                     if stop {
+                        self.finish_transmit();
                         return;
                     }
+                    finish_pending = true;
                 }
             }
         }
