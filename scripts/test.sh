@@ -63,6 +63,7 @@ for ex in send_recv rdma_write_read srq write_immediate; do
   for link in loopback tcp shm; do run_example "$ex" -- "$link" | tee -a "$log"; done
 done
 for ex in two_process_tcp async_echo loopback_tour; do run_example "$ex" | tee -a "$log"; done
+for link in loopback tcp shm; do run_example per_message -- "$link" 2000 | tee -a "$log"; done
 # Package contents and manifests of the two library crates (built from the packaged sources).
 echo "== cargo package -p iwarp -p dapl"
 cargo package -q -p iwarp -p dapl --allow-dirty

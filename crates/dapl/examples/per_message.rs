@@ -1,0 +1,60 @@
+//! The engine's cost per message, without a second thread: two endpoints of one IA, and one
+//! thread that posts a receive on one, an 8-byte Send on the other, and dequeues both
+//! completions, over and over. No thread switch and no waiting, so what it prints is the CPU
+//! work of a message on both sides (post, link, placement, completions), and under
+//! `valgrind --tool=callgrind` the instructions of each function, the same from run to run.
+//! docs/architecture.md ("Where the time goes") says what it found.
+//!
+//! Run: `cargo run --release -p dapl --example per_message [-- IA_NAME [MESSAGES]]` (default
+//! `loopback`, 100000; `tcp`, `shm`). It checks every message's bytes and cookies.
+
+mod common;
+
+use common::*;
+use dapl::*;
+
+fn main() -> Res<()> {
+    let n: u64 = match std::env::args().nth(2) {
+        Some(s) => s.parse()?,
+        None => 100_000,
+    };
+    let (ia, _async_evd) = InterfaceAdapter::open(&ia_name(), 16)?;
+    let pz = ia.pz_create()?;
+    let (a, b) = (Side::new(&ia, &pz, None)?, Side::new(&ia, &pz, None)?);
+    let a_mem = pz.lmr_allocate(4096, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
+    let b_mem = pz.lmr_allocate(4096, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
+    let (_, _psp) = connect(&a, &ia, &b, b"", b"")?;
+    let recv = [b_mem.slice(0..64)?];
+    let send = [a_mem.slice(0..8)?];
+    let mut placed = [0u8; 8];
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        a_mem.write(0, &i.to_le_bytes())?;
+        b.ep.post_recv(&recv, i, CompletionFlags::empty())?;
+        a.ep.post_send(&send, i, CompletionFlags::empty())?;
+        let got = loop {
+            if let Some(ev) = b.recv_evd.dequeue()? {
+                break ev;
+            }
+        };
+        let sent = loop {
+            if let Some(ev) = a.req_evd.dequeue()? {
+                break ev;
+            }
+        };
+        let (Some(got), Some(sent)) = (got.as_dto(), sent.as_dto()) else {
+            return Err("not a DTO completion".into());
+        };
+        if (got.cookie, sent.cookie) != (Cookie(i), Cookie(i)) || got.transferred_length != 8 {
+            return Err(format!("message {i}: {got:?} / {sent:?}").into());
+        }
+        b_mem.read(0, &mut placed)?;
+        if placed != i.to_le_bytes() {
+            return Err(format!("message {i}: wrong bytes").into());
+        }
+    }
+    let per = start.elapsed().as_nanos() / u128::from(n.max(1));
+    println!("{per} ns per message ({n} messages, both sides in this thread)");
+    ia.close(CloseFlags::Abrupt)?;
+    Ok(())
+}
