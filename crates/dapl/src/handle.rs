@@ -59,12 +59,16 @@ impl<T: Owned> Handle<T> {
         }
     }
 
-    /// This handle as one for the consumer (counted).
-    pub(crate) fn counted(self) -> Self {
-        if self.counted {
-            return self;
+    /// This handle as one for the consumer (counted): counted in place, the same `Arc` (an
+    /// event's handles become the consumer's on every dequeue: no clone and drop of the `Arc`
+    /// for it).
+    pub(crate) fn counted(mut self) -> Self {
+        if !self.counted {
+            // SeqCst: as in `new`.
+            self.inner.handle_count().fetch_add(1, Ordering::SeqCst);
+            self.counted = true;
         }
-        Handle::new(self.inner.clone())
+        self
     }
 
     /// An internal handle to the same object.
