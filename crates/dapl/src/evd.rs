@@ -73,6 +73,9 @@ pub(crate) struct EvdInner {
     /// The receive EVD of some endpoint: a consumer that finds it empty waits for inbound
     /// data, and its polls hand that data in themselves (`Progress::poll`).
     pub(crate) receives: AtomicBool,
+    /// The queue's length, stored under the state lock whenever it changes: a busy-polling
+    /// `dequeue` that finds 0 goes to the link's progress without taking the lock.
+    queued: AtomicUsize,
 }
 
 /// An Event Dispatcher (`DAT_EVD_HANDLE`). Cloning gives another handle to the same EVD.
@@ -146,6 +149,7 @@ impl EvdInner {
             freed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             receives: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
         }))
     }
 
@@ -184,6 +188,7 @@ impl EvdInner {
             // Past `qlen` only for the streams the consumer cannot pace: the queue grows (an
             // allocation, off the fast path) rather than lose the event.
             s.queue.push_back((event, signalled));
+            self.queued.store(s.queue.len(), Ordering::Release);
             if signalled {
                 s.signalled += 1;
                 if s.signalled == 1 && s.fd_set {
@@ -233,6 +238,7 @@ impl EvdInner {
     /// The oldest event, its handles made the consumer's.
     fn pop(&self, s: &mut EvdState) -> Option<Event> {
         let (ev, signalled) = s.queue.pop_front()?;
+        self.queued.store(s.queue.len(), Ordering::Release);
         if signalled {
             s.signalled -= 1;
             if s.signalled == 0 && s.fd_set {
@@ -261,6 +267,7 @@ impl EvdInner {
             s.signalled = 0;
             s.waitable = false;
             self.cond.notify_all();
+            self.queued.store(0, Ordering::Release);
             std::mem::take(&mut s.queue)
         };
         // Freed: a waiter on the wait fd (epoll, `AsyncEvd`) wakes and finds it so; the fd
@@ -302,7 +309,9 @@ impl Evd {
     /// for the link's progress thread to run.
     pub fn dequeue(&self) -> Result<Option<Event>> {
         self.check("evd_dequeue")?;
-        {
+        // Acquire: pairs with the store under the lock; an event queued after this load is
+        // found by the next dequeue (or after the poll below).
+        if self.0.queued.load(Ordering::Acquire) > 0 {
             let mut s = self.0.lock();
             if let Some(ev) = self.0.pop(&mut s) {
                 return Ok(Some(ev));
