@@ -731,12 +731,20 @@ impl RegionMemory {
     }
 
     /// Loads `dst.len()` bytes at `offset`, each unit with `order`.
+    #[inline]
     fn load_units(&self, offset: usize, dst: &mut [u8], order: Ordering) {
         if let Some(n) = self.whole_words(offset, dst.len()) {
             // SAFETY: `n` whole words of the span from `offset`; `dst` holds `n` words.
             unsafe { self.load_words(offset, dst.as_mut_ptr(), n, order) };
             return;
         }
+        self.load_units_by_list(offset, dst, order);
+    }
+
+    /// [`load_units`](Self::load_units) of a range that is not whole words: unit by unit (out
+    /// of line, so that the whole-word case carries none of its stack frame).
+    #[inline(never)]
+    fn load_units_by_list(&self, offset: usize, dst: &mut [u8], order: Ordering) {
         for unit in self.units(offset, dst.len()) {
             match unit {
                 Unit::Bytes { at, n } => {
@@ -843,6 +851,16 @@ impl RegionMemory {
         if src.is_empty() {
             return;
         }
+        if let Some(n) = self.whole_words(offset, src.len()) {
+            // Whole words (a ring record, an aligned message): all but the last relaxed.
+            let last = (n - 1) * WORD;
+            // SAFETY: the first `n - 1` of the `n` whole words of the span from `offset`;
+            // `src` holds them.
+            unsafe { self.store_words(offset, src.as_ptr(), n - 1, Ordering::Relaxed) };
+            let v = u64::from_ne_bytes(src[last..].try_into().expect("one word"));
+            self.word_at(offset + last).store(v, Ordering::Release);
+            return;
+        }
         let unit = self.last_unit(offset + src.len() - 1);
         let split = unit.max(offset) - offset;
         self.store_units(offset, &src[..split], Ordering::Relaxed);
@@ -851,12 +869,19 @@ impl RegionMemory {
 
     /// Stores `src` at `offset`, each unit with `order`; part of a word with a compare-exchange
     /// that leaves its other bytes as they are.
+    #[inline]
     fn store_units(&self, offset: usize, src: &[u8], order: Ordering) {
         if let Some(n) = self.whole_words(offset, src.len()) {
             // SAFETY: as in `load_units`.
             unsafe { self.store_words(offset, src.as_ptr(), n, order) };
             return;
         }
+        self.store_units_by_list(offset, src, order);
+    }
+
+    /// [`store_units`](Self::store_units) of a range that is not whole words, unit by unit.
+    #[inline(never)]
+    fn store_units_by_list(&self, offset: usize, src: &[u8], order: Ordering) {
         for unit in self.units(offset, src.len()) {
             match unit {
                 Unit::Bytes { at, n } => {
