@@ -204,6 +204,10 @@ pub(crate) struct Producer {
     cap: usize,
     /// What this end has published (the shared tail is only written, never read back).
     tail: u64,
+    /// The consumer's head as this end last read it: room is judged by it first, and the
+    /// head (a cache line the consumer writes on every record) is read again only when that
+    /// shows too little. Behind the real head, never ahead: the room it shows is there.
+    seen_head: u64,
 }
 
 impl Producer {
@@ -211,7 +215,13 @@ impl Producer {
     pub(crate) fn new(mem: Arc<RegionMemory>, cap: usize) -> Producer {
         debug_assert!(cap.is_power_of_two() && mem.len() >= mapping_len(cap));
         let tail = word(&mem, TAIL).load(Ordering::Acquire);
-        Producer { mem, cap, tail }
+        let seen_head = word(&mem, HEAD).load(Ordering::Acquire);
+        Producer {
+            mem,
+            cap,
+            tail,
+            seen_head,
+        }
     }
 
     /// Bytes free, or garbage if the consumer's head is impossible.
@@ -255,9 +265,19 @@ impl Producer {
         let pos = (self.tail % self.cap as u64) as usize;
         let to_end = self.cap - pos;
         let pad = if len > to_end { to_end } else { 0 };
-        // Else marked waiting: the consumer rings when it frees space.
-        if !self.look_or_wait(|head| Ok(self.free_at(head)? >= pad + len))? {
-            return Ok(false);
+        // Room by the head seen last (Acquire then: the consumer was done with those bytes);
+        // else a fresh look, marked waiting if there is none (the consumer rings when it
+        // frees space).
+        if self.free_at(self.seen_head)? < pad + len {
+            let mut seen = self.seen_head;
+            let room = self.look_or_wait(|head| {
+                seen = head;
+                Ok(self.free_at(head)? >= pad + len)
+            })?;
+            self.seen_head = seen;
+            if !room {
+                return Ok(false);
+            }
         }
         if pad > 0 {
             let p = Header::new(Kind::Pad).encode(pad);
@@ -617,10 +637,21 @@ mod tests {
             poke(c.mem());
             assert!(c.peek().is_err(), "{what}");
         }
-        // A producer whose consumer's head is impossible refuses too.
+        // A producer whose consumer's head is impossible refuses too, once it looks at it:
+        // when the room it saw last is used up, never writing past it.
         let (mut p, c) = ring();
         word(c.mem(), HEAD).store(1 << 40, Ordering::Release);
-        assert!(p.push(Header::new(Kind::Send), 0, |_, _| true).is_err());
+        let mut pushed = 0;
+        let refused = loop {
+            match p.push(Header::new(Kind::Send), 0, |_, _| true) {
+                Ok(true) => pushed += 1,
+                Ok(false) => break false,
+                Err(_) => break true,
+            }
+            assert!(pushed <= CAP / ALIGN, "records pushed past the ring");
+        };
+        assert!(refused, "an impossible head was taken for room");
+        assert_eq!(pushed, CAP / ALIGN, "the room seen before the head moved");
     }
 
     #[test]

@@ -120,7 +120,8 @@ pub(crate) fn look_or_wait<W: Word, E>(
 pub(crate) fn consume<W: Word>(head_word: &W, waiting: &W, head: u64) -> bool {
     head_word.store(head, Ordering::Release);
     W::fence(Ordering::SeqCst);
-    waiting.swap(0, Ordering::SeqCst) != 0
+    // A load first: the flag is almost never set, and the swap would be a locked write.
+    waiting.load(Ordering::SeqCst) != 0 && waiting.swap(0, Ordering::SeqCst) != 0
 }
 
 // ---------------------------------------------------------------------------------------------
