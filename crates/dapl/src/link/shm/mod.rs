@@ -1380,6 +1380,28 @@ impl<'a> Src<'a> {
         }
     }
 
+    /// Copies `buf.len()` bytes from byte `from` of the payload into `buf`.
+    fn read_into(&self, from: u64, buf: &mut [u8]) -> bool {
+        let n = buf.len();
+        match self {
+            Src::Bytes(b) => {
+                buf.copy_from_slice(&b[from as usize..from as usize + n]);
+                true
+            }
+            Src::Segs(segs) => {
+                let mut done = 0usize;
+                for (i, off, k) in crate::mem::seg_span(segs, from, n) {
+                    let s = &segs[i];
+                    if !s.region.copy_out(s.offset + off, &mut buf[done..done + k]) {
+                        return false;
+                    }
+                    done += k;
+                }
+                done == n
+            }
+        }
+    }
+
     /// Copies `n` bytes from byte `from` of the payload into `dst` at `at`.
     fn copy(&self, from: u64, n: usize, dst: &RegionMemory, at: usize) -> bool {
         match self {
@@ -1481,13 +1503,20 @@ impl<'a> Job<'a> {
             }
             let (src, from) = (&self.src, self.sent);
             let mut revoked = false;
-            let pushed = ring
-                .push(hdr, n, |m, at| {
+            let pushed = if ring::HDR + n <= ring::SMALL_RECORD {
+                ring.push_small(hdr, n, |buf| {
+                    let ok = src.read_into(from, buf);
+                    revoked = !ok;
+                    ok
+                })
+            } else {
+                ring.push(hdr, n, |m, at| {
                     let ok = src.copy(from, n, m, at);
                     revoked = !ok;
                     ok
                 })
-                .map_err(|_| ())?;
+            }
+            .map_err(|_| ())?;
             if revoked {
                 return Err(());
             }

@@ -46,6 +46,9 @@ pub(crate) const DATA: usize = 4096;
 pub(crate) const ALIGN: usize = 64;
 /// Bytes of a record header.
 pub(crate) const HDR: usize = 40;
+/// Records of at most this many bytes (header and payload) are written with one copy
+/// ([`Producer::push_small`]).
+pub(crate) const SMALL_RECORD: usize = 128;
 
 /// What a record carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,17 +254,10 @@ impl Producer {
         (self.cap / 4).min(64 << 10) - HDR
     }
 
-    /// Appends a record of `hdr` with `payload_len` bytes written by `fill(mem, offset)` (the
-    /// payload's place in the mapping), unpublished until [`publish`](Self::publish). Ok(false)
-    /// if the ring has no room now (the producer is marked waiting: the consumer will ring).
-    pub(crate) fn push(
-        &mut self,
-        mut hdr: Header,
-        payload_len: usize,
-        fill: impl FnOnce(&RegionMemory, usize) -> bool,
-    ) -> Result<bool, Garbage> {
-        debug_assert!(payload_len <= self.max_payload());
-        let len = record_len(payload_len);
+    /// Room for a record of `len` bytes, after a pad to the end of the data area if it would
+    /// wrap: the record's offset in the mapping. None if the ring has no room now (the producer
+    /// is marked waiting: the consumer will ring).
+    fn reserve(&mut self, len: usize) -> Result<Option<usize>, Garbage> {
         let pos = (self.tail % self.cap as u64) as usize;
         let to_end = self.cap - pos;
         let pad = if len > to_end { to_end } else { 0 };
@@ -276,7 +272,7 @@ impl Producer {
             })?;
             self.seen_head = seen;
             if !room {
-                return Ok(false);
+                return Ok(None);
             }
         }
         if pad > 0 {
@@ -284,12 +280,54 @@ impl Producer {
             self.mem.copy_in(DATA + pos, &p);
             self.tail += pad as u64;
         }
-        let at = DATA + (self.tail % self.cap as u64) as usize;
+        Ok(Some(DATA + (self.tail % self.cap as u64) as usize))
+    }
+
+    /// Appends a record of `hdr` with `payload_len` bytes written by `fill(mem, offset)` (the
+    /// payload's place in the mapping), unpublished until [`publish`](Self::publish). Ok(false)
+    /// if the ring has no room now (the producer is marked waiting: the consumer will ring).
+    pub(crate) fn push(
+        &mut self,
+        mut hdr: Header,
+        payload_len: usize,
+        fill: impl FnOnce(&RegionMemory, usize) -> bool,
+    ) -> Result<bool, Garbage> {
+        debug_assert!(payload_len <= self.max_payload());
+        let len = record_len(payload_len);
+        let Some(at) = self.reserve(len)? else {
+            return Ok(false);
+        };
         hdr.payload_len = payload_len as u32;
         if payload_len > 0 && !fill(&self.mem, at + HDR) {
             return Err(Garbage("the payload could not be copied into the ring"));
         }
         self.mem.copy_in(at, &hdr.encode(len));
+        self.tail += len as u64;
+        Ok(true)
+    }
+
+    /// [`push`](Self::push) of a small record (header and payload at most [`SMALL_RECORD`]
+    /// bytes), written into the ring with one copy: `fill` writes the payload into a buffer.
+    pub(crate) fn push_small(
+        &mut self,
+        mut hdr: Header,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<bool, Garbage> {
+        debug_assert!(HDR + payload_len <= SMALL_RECORD);
+        let len = record_len(payload_len);
+        let Some(at) = self.reserve(len)? else {
+            return Ok(false);
+        };
+        hdr.payload_len = payload_len as u32;
+        let mut rec = [0u8; SMALL_RECORD];
+        rec[..HDR].copy_from_slice(&hdr.encode(len));
+        if payload_len > 0 && !fill(&mut rec[HDR..HDR + payload_len]) {
+            return Err(Garbage("the payload could not be copied into the ring"));
+        }
+        // Whole words (the record is longer still): one word-by-word copy.
+        let n = (HDR + payload_len).next_multiple_of(8);
+        self.mem.copy_in(at, &rec[..n]);
         self.tail += len as u64;
         Ok(true)
     }
@@ -473,6 +511,40 @@ mod tests {
         let mut v = vec![0u8; r.hdr.payload_len as usize];
         assert!(c.mem().copy_out(r.payload_at, &mut v));
         v
+    }
+
+    #[test]
+    fn small_records_written_in_one_copy_read_back_as_records_written_in_two() {
+        let (mut p, mut c) = ring();
+        for n in 0..=SMALL_RECORD - HDR {
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 7 + n) as u8).collect();
+            for small in [true, false] {
+                let mut h = Header::new(Kind::Write);
+                h.stag = n as u32 + 1;
+                h.a = 0x0102_0304_0506_0708 ^ n as u64;
+                let pushed = if small {
+                    p.push_small(h, n, |buf| {
+                        buf.copy_from_slice(&bytes);
+                        true
+                    })
+                } else {
+                    p.push(h, n, |m, at| m.copy_in(at, &bytes))
+                };
+                assert!(pushed.unwrap(), "{n} bytes, small {small}");
+                p.publish();
+                let r = c.peek().unwrap().expect("the record");
+                assert_eq!(
+                    (r.hdr.kind, r.hdr.stag, r.hdr.a),
+                    (Kind::Write, h.stag, h.a)
+                );
+                assert_eq!(payload(&c, &r), bytes, "{n} bytes, small {small}");
+                c.consume(&r);
+            }
+        }
+        // A payload that cannot be had refuses the record, and nothing is published.
+        let before = p.position();
+        assert!(p.push_small(Header::new(Kind::Send), 8, |_| false).is_err());
+        assert_eq!(p.position(), before);
     }
 
     #[test]
