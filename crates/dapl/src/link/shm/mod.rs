@@ -936,7 +936,10 @@ impl Shared {
     fn end_polling(&self, here: bool) {
         let conns: Vec<Arc<ShmConn>> = lock(&self.conns).clone();
         for c in conns {
-            if ring::stop_polling(&c.inbound) {
+            // Lent messages that polls were returning (unmarked) are settled with a mark by
+            // the progress thread: returned if consumed, else the peer rings when they are.
+            let lending = c.lending.load(Ordering::SeqCst);
+            if ring::stop_polling(&c.inbound) || lending {
                 if here {
                     c.on_bell();
                 } else {
@@ -1790,6 +1793,13 @@ impl ShmConn {
             .retain(|(pos, _)| !ring.consumed(*pos).unwrap_or(true));
     }
 
+    /// True while a consumer of this IA polls the rings (its window lies ahead).
+    fn polled_here(&self) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|s| s.hot_until.load(Ordering::SeqCst) > mono_ns())
+    }
+
     /// Lock-free: never takes `rx` (a poll holds the connection list's lock here).
     fn has_input(&self) -> bool {
         ring::pending(&self.inbound) || self.lending.load(Ordering::Relaxed)
@@ -1833,8 +1843,12 @@ impl ShmConn {
 
     /// Returns the lent messages the peer has consumed (copied out) to the engine, oldest
     /// first. Called with `rx` held, before any record the peer sent after consuming them is
-    /// handled, so that they complete first.
-    fn settle(&self) {
+    /// handled, so that they complete first. `mark`: the producer is marked waiting for the
+    /// oldest one not consumed yet, so that the peer rings when it has consumed it (the
+    /// progress thread's way); a consumer's poll does not mark, it looks again at its next
+    /// poll, and when the polling ends the progress thread settles with a mark
+    /// (`Shared::end_polling`).
+    fn settle(&self, mark: bool) {
         if !self.lending.load(Ordering::SeqCst) {
             return;
         }
@@ -1843,7 +1857,12 @@ impl ShmConn {
         {
             let mut tx = lock(&self.tx);
             while let Some(l) = tx.lent.front() {
-                match tx.ring.consumed(l.until) {
+                let consumed = if mark {
+                    tx.ring.consumed(l.until)
+                } else {
+                    Ok(tx.ring.passed(l.until))
+                };
+                match consumed {
                     Ok(true) => {}
                     // Not consumed yet: we are marked waiting, the consumer rings when it is.
                     Ok(false) => break,
@@ -1882,7 +1901,7 @@ impl ShmConn {
         // Blocking: a consumer's poll holding the ring may have looked before these records
         // were published; once it lets go, this looks again (a poll's `try_lock` never waits).
         let mut rx = lock(&self.rx);
-        self.process(&mut rx);
+        self.process(&mut rx, false);
         drop(rx);
         self.send_deferred_close();
     }
@@ -1920,7 +1939,7 @@ impl ShmConn {
         let Ok(mut rx) = self.rx.try_lock() else {
             return false;
         };
-        let any = self.process(&mut rx);
+        let any = self.process(&mut rx, true);
         drop(rx);
         self.send_deferred_close();
         any
@@ -1937,11 +1956,13 @@ impl ShmConn {
     }
 
     /// Handles the records waiting in our ring (`rx` held).
-    fn process(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>) -> bool {
+    /// `polled`: a consumer's poll (lent messages are returned without marking the producer
+    /// waiting: `settle`).
+    fn process(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, polled: bool) -> bool {
         if rx.done {
             return false;
         }
-        self.settle();
+        self.settle(!polled);
         let mut any = false;
         let mut wake_producer = false;
         loop {
@@ -1957,7 +1978,7 @@ impl ShmConn {
             // The peer may have sent this after consuming our descriptor: that message
             // completes first (the record's tail was read with Acquire, so its consumption,
             // published before it, is seen).
-            self.settle();
+            self.settle(!polled);
             match self.handle(rx, &rec) {
                 Step::Go => wake_producer |= rx.ring.consume(&rec),
                 Step::Stall => break,
@@ -2291,7 +2312,7 @@ impl ShmConn {
             // Waits for a poll in another thread: what the peer wrote before it went (its
             // Close among it) is handled first.
             let mut rx = lock(&self.rx);
-            self.process(&mut rx);
+            self.process(&mut rx, false);
             if rx.done {
                 None
             } else {
@@ -2628,8 +2649,14 @@ impl Connection for ShmConn {
                 tx.dto_until = until;
             }
             self.lending.store(true, Ordering::SeqCst);
-            // Marked waiting: the consumer rings once it has consumed it.
-            let _ = tx.ring.consumed(until);
+            // Marked waiting, so that the consumer rings once it has consumed it, unless a
+            // consumer of this IA polls: its polls return the message (`settle` without a
+            // mark), and when the polling ends `end_polling` has the progress thread settle
+            // with a mark. (SeqCst with the window's closing: a window read open here was
+            // closed after `lending` was set, so `end_polling` sees the flag.)
+            if !self.polled_here() {
+                let _ = tx.ring.consumed(until);
+            }
             tx.ring.publish();
             self.notify_peer(&tx);
             drop(tx);
