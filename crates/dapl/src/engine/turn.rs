@@ -27,20 +27,27 @@ pub(crate) trait Counter {
     ) -> Result<usize, usize>;
 }
 
-impl Counter for AtomicUsize {
-    fn fetch_add(&self, val: usize, order: Ordering) -> usize {
-        AtomicUsize::fetch_add(self, val, order)
-    }
-    fn compare_exchange(
-        &self,
-        current: usize,
-        new: usize,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<usize, usize> {
-        AtomicUsize::compare_exchange(self, current, new, success, failure)
-    }
+/// `Counter` for an atomic type with std's method names (std's here, loom's in the model).
+macro_rules! counter_for {
+    ($t:ty) => {
+        impl Counter for $t {
+            fn fetch_add(&self, val: usize, order: Ordering) -> usize {
+                <$t>::fetch_add(self, val, order)
+            }
+            fn compare_exchange(
+                &self,
+                current: usize,
+                new: usize,
+                success: Ordering,
+                failure: Ordering,
+            ) -> Result<usize, usize> {
+                <$t>::compare_exchange(self, current, new, success, failure)
+            }
+        }
+    };
 }
+
+counter_for!(AtomicUsize);
 
 /// Turns at draining: see the module doc.
 #[derive(Default)]
@@ -82,20 +89,7 @@ mod loom_models {
     use loom::sync::Arc;
     use loom::thread;
 
-    impl Counter for LoomUsize {
-        fn fetch_add(&self, val: usize, order: Ordering) -> usize {
-            LoomUsize::fetch_add(self, val, order)
-        }
-        fn compare_exchange(
-            &self,
-            current: usize,
-            new: usize,
-            success: Ordering,
-            failure: Ordering,
-        ) -> Result<usize, usize> {
-            LoomUsize::compare_exchange(self, current, new, success, failure)
-        }
-    }
+    counter_for!(LoomUsize);
 
     /// What the drains work on: items queued (each a relaxed store of its own flag, as a work
     /// request is queued before its poster asks), taken by a drain, and a flag that two
