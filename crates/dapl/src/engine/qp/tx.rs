@@ -58,7 +58,7 @@ impl Qp {
                     if let Some(end) = c.finish_transmit() {
                         drop(c);
                         self.run_deferred_end(Some(end));
-                        return; // the connection ended: nothing more goes out on it
+                        continue; // look again (the connection has ended: nothing goes out)
                     }
                 }
                 if !matches!(c.state, EpState::Connected | EpState::DisconnectPending) {
