@@ -309,6 +309,7 @@ impl Evd {
     /// for the link's progress thread to run.
     pub fn dequeue(&self) -> Result<Option<Event>> {
         self.check("evd_dequeue")?;
+        self.0.progress.flush();
         // Acquire: pairs with the store under the lock; an event queued after this load is
         // found by the next dequeue (or after the poll below).
         if self.0.queued.load(Ordering::Acquire) > 0 {
@@ -335,6 +336,7 @@ impl Evd {
     ) -> Result<Option<(Event, usize)>> {
         const OP: &str = "evd_wait";
         self.check(OP)?;
+        self.0.progress.flush();
         let mut s = self.0.lock();
         if threshold == 0 || threshold > s.qlen {
             return err(
@@ -736,6 +738,9 @@ impl Cno {
                 obj,
                 "the CNO was freed",
             );
+        }
+        if let Some(ia) = self.0.ia.upgrade() {
+            ia.progress.flush();
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut t = self.0.triggered.lock().unwrap_or_else(|p| p.into_inner());

@@ -217,6 +217,10 @@ pub(crate) trait Progress: Send + Sync {
     /// The consumer that polled stops polling (it is going to sleep): whatever makes progress
     /// without it takes over at once.
     fn idle(&self) {}
+    /// The consumer looks for completions (`dequeue`, `wait`, `cno_wait`): what the link held
+    /// back to write together (a burst of small posts, see the tcp link's coalescing) goes out
+    /// now, and a message posted after this call is not held as part of the burst before it.
+    fn flush(&self) {}
 }
 
 /// Where a link delivers the connection requests that arrive for a listened-on qualifier (a
