@@ -47,7 +47,8 @@ pub(crate) fn entry(name: &str) -> Option<&'static ProviderEntry> {
 ///
 /// Words: the link, then its address, then options. `tcp <ipv4> [crc]` is the iWARP/TCP link
 /// on that local address (`crc` asks peers for MPA CRC32c; `dead_peer=<seconds>` bounds how
-/// long a silent peer keeps a connection, 30 s by default); `shm [<ipv4>]` the shared-memory
+/// long a silent peer keeps a connection, 30 s by default; `nocoalesce` writes every small
+/// message when it is posted, never held back in a burst); `shm [<ipv4>]` the shared-memory
 /// link between processes of one host; `loopback [<ipv4>]` the in-process link. A bare IPv4
 /// address first means tcp. Every link takes `max_eps=<n>`: the most endpoints the IA holds
 /// (16,384 by default).
@@ -104,6 +105,7 @@ fn parse_link_words(words: &[&str]) -> Result<String, String> {
             for o in opts {
                 match *o {
                     "crc" => name.push_str(",crc"),
+                    "nocoalesce" => name.push_str(",nocoalesce"),
                     // The reference provider's "<addr> <port offset>" form: no offset here.
                     "0" => {}
                     o if o
@@ -116,7 +118,7 @@ fn parse_link_words(words: &[&str]) -> Result<String, String> {
                     }
                     _ => {
                         return Err(format!(
-                            "unknown tcp option {o:?} (known: crc, dead_peer=<1..86400 seconds>)"
+                            "unknown tcp option {o:?} (known: crc, nocoalesce, dead_peer=<1..86400 seconds>)"
                         ))
                     }
                 }
@@ -373,6 +375,10 @@ mod tests {
         assert_eq!(
             parse_ia_params("tcp 10.0.0.2 dead_peer=5 crc").unwrap(),
             "tcp:10.0.0.2,dead_peer=5,crc"
+        );
+        assert_eq!(
+            parse_ia_params("tcp 10.0.0.2 nocoalesce").unwrap(),
+            "tcp:10.0.0.2,nocoalesce"
         );
         assert!(parse_ia_params("tcp 10.0.0.2 dead_peer=0").is_err());
         assert!(parse_ia_params("tcp 10.0.0.2 dead_peer=x").is_err());

@@ -285,7 +285,7 @@ fn tcp_link(name: &str, rest: &str) -> Result<(Arc<link::tcp::TcpLink>, IaAddres
             Subtype::NameNotRegistered,
             "ia_open",
             obj,
-            format!("no IA named {name:?} (tcp IAs are \"tcp:<ipv4>\" with options \",crc\", \",dead_peer=<seconds>\")"),
+            format!("no IA named {name:?} (tcp IAs are \"tcp:<ipv4>\" with options \",crc\", \",nocoalesce\", \",dead_peer=<seconds>\")"),
         );
     };
     // The address must be one of this host's (in this network namespace): otherwise every
@@ -399,7 +399,10 @@ impl InterfaceAdapter {
     /// - `"tcp"` (127.0.0.1) or `"tcp:<ipv4>"`: the iWARP-over-TCP link on that local
     ///   address; `"tcp:<ipv4>,crc"` also asks peers for MPA CRC32c, and
     ///   `",dead_peer=<seconds>"` sets how long a silent peer keeps a connection (30 s by
-    ///   default: [`IaAttr::dead_peer_timeout`]). Each tcp IA runs one progress thread.
+    ///   default: [`IaAttr::dead_peer_timeout`]). Small messages posted in a burst (one
+    ///   thread posting with no look for completions between) are written together when the
+    ///   thread next looks (`dequeue`, `wait`) or the progress thread runs (woken for it);
+    ///   `",nocoalesce"` writes each when it is posted. Each tcp IA runs one progress thread.
     ///
     /// - `"shm"` (127.0.0.1) or `"shm:<ipv4>"`: the shared-memory link between processes of
     ///   one host (rings in shared memory; the address names the rendezvous only). Each shm
@@ -454,7 +457,7 @@ impl InterfaceAdapter {
                     obj,
                     format!(
                         "no IA named {name:?} (known: \"loopback\", \"loopback:<ipv4>\", \
-                         \"tcp\", \"tcp:<ipv4>[,crc][,dead_peer=<seconds>]\", \"shm\", \"shm:<ipv4>\"; \
+                         \"tcp\", \"tcp:<ipv4>[,crc][,nocoalesce][,dead_peer=<seconds>]\", \"shm\", \"shm:<ipv4>\"; \
                          every form with an address also takes \",max_eps=<n>\")"
                     ),
                 )

@@ -61,6 +61,9 @@ pub(crate) struct TcpOptions {
     /// A connection whose peer stops acknowledging (a silent network, a stopped or vanished
     /// host, a peer that stops reading) breaks within this bound (`dead_peer=<seconds>`).
     pub(crate) dead_peer: Duration,
+    /// Small messages posted in a burst are written together (`coalesce`, the default;
+    /// `nocoalesce` turns it off): see `conn::tx::BURST_GAP`.
+    pub(crate) coalesce: bool,
 }
 
 /// The dead-peer bound of a tcp IA unless its name sets one: long enough for a loaded host or
@@ -121,6 +124,18 @@ pub(crate) struct Shared {
     wakes: Mutex<Vec<u64>>,
     /// Connections with a deadline (RNR grace, MPA timeout, linger).
     timed: Mutex<HashSet<u64>>,
+    /// Connections holding back a burst of small posted messages (`TcpConn::transmit`):
+    /// written when a consumer looks for completions (`Progress::flush`) or, at the latest,
+    /// when the progress thread next runs (it is woken if asleep).
+    corked: Mutex<Vec<Arc<TcpConn>>>,
+    /// `corked` may be non-empty.
+    any_corked: AtomicBool,
+    /// The progress thread is (about to be) asleep in `epoll_wait`: a connection that starts
+    /// holding a burst wakes it (SeqCst with `any_corked`: either the thread sees the burst
+    /// before it sleeps or the poster sees it asleep).
+    sleeping: AtomicBool,
+    /// Bursts held back so far (tests).
+    bursts_held: AtomicU64,
     pub(crate) local_ip: Ipv4Addr,
     pub(crate) opts: TcpOptions,
 }
@@ -151,6 +166,18 @@ const SPIN: Duration = Duration::from_micros(50);
 thread_local! {
     /// This thread's polls for inbound data marked some link as polled since it last slept.
     static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How often this thread looked for completions (`Progress::flush`), counted from a start
+    /// of its own (a number per thread in the high 24 bits): two posts with the same value
+    /// came from one thread with no look between them.
+    static LOOKS: std::cell::Cell<u64> =
+        std::cell::Cell::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed) << 40);
+}
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+/// This thread's looks for completions (see `LOOKS`).
+pub(crate) fn looks() -> u64 {
+    LOOKS.with(|l| l.get())
 }
 
 /// A thread's polls refresh `Shared::hot_until` every this many.
@@ -177,6 +204,30 @@ impl Shared {
     pub(crate) fn wake_conn(&self, id: u64) {
         lock(&self.wakes).push(id);
         self.wake_thread();
+    }
+
+    /// `conn` started holding back a burst: it is written by the next `flush_corked`, which
+    /// the progress thread runs on every turn (woken here if asleep).
+    pub(crate) fn cork(&self, conn: Arc<TcpConn>) {
+        lock(&self.corked).push(conn);
+        self.bursts_held.fetch_add(1, Ordering::Relaxed);
+        self.any_corked.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.wake_thread();
+        }
+    }
+
+    /// Writes every burst held back (`cork`).
+    fn flush_corked(&self) {
+        if !self.any_corked.load(Ordering::Relaxed)
+            || !self.any_corked.swap(false, Ordering::SeqCst)
+        {
+            return;
+        }
+        let list = std::mem::take(&mut *lock(&self.corked));
+        for c in list {
+            c.flush_corked();
+        }
     }
 
     /// Puts `id` on the list of connections checked every tick.
@@ -394,6 +445,10 @@ impl TcpLink {
             listeners_by_port: Mutex::new(HashMap::new()),
             wakes: Mutex::new(Vec::new()),
             timed: Mutex::new(HashSet::new()),
+            corked: Mutex::new(Vec::new()),
+            any_corked: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            bursts_held: AtomicU64::new(0),
             local_ip: ip,
             opts,
         });
@@ -545,6 +600,11 @@ impl Progress for TcpLink {
         })
     }
 
+    fn flush(&self) {
+        LOOKS.with(|l| l.set(l.get().wrapping_add(1)));
+        self.shared.flush_corked();
+    }
+
     fn idle(&self) {
         // Only a thread whose polls marked the link: another thread's sleep says nothing about
         // the one that polls.
@@ -562,6 +622,12 @@ impl TcpLink {
     pub(crate) fn set_handoff_window(&self, window: Duration) {
         let ns = window.as_nanos() as u64;
         self.shared.hot_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Tests: how many bursts of posts were held back and written together so far.
+    #[cfg(feature = "testing")]
+    pub(crate) fn bursts_held(&self) -> u64 {
+        self.shared.bursts_held.load(Ordering::Relaxed)
     }
 
     /// Tests: whether the progress thread watches the connections, and whether any socket
@@ -625,7 +691,16 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
                 timeout = 0;
             }
         }
-        if epoll::wait(&shared.epoll, &mut events, timeout).is_err() {
+        if timeout != 0 {
+            // A burst held back meanwhile is written below, not slept on (see `cork`).
+            shared.sleeping.store(true, Ordering::SeqCst);
+            if shared.any_corked.load(Ordering::SeqCst) {
+                timeout = 0;
+            }
+        }
+        let waited = epoll::wait(&shared.epoll, &mut events, timeout);
+        shared.sleeping.store(false, Ordering::Relaxed);
+        if waited.is_err() {
             continue; // EINTR
         }
         idle_spin = timeout == 0 && events.is_empty();
@@ -664,6 +739,7 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
                 }
             }
         }
+        shared.flush_corked();
     }
     // Stopped (the IA closed): drop every socket.
     let entries: Vec<Entry> = lock(&shared.entries).drain().map(|(_, e)| e).collect();
@@ -705,11 +781,14 @@ pub(crate) fn parse_name(rest: &str) -> Option<(Ipv4Addr, TcpOptions)> {
     let mut opts = TcpOptions {
         crc: false,
         dead_peer: DEFAULT_DEAD_PEER,
+        coalesce: true,
     };
     for p in parts {
         match p.trim() {
             "crc" => opts.crc = true,
             "nocrc" => opts.crc = false,
+            "coalesce" => opts.coalesce = true,
+            "nocoalesce" => opts.coalesce = false,
             p => {
                 let secs: u64 = p.strip_prefix("dead_peer=")?.parse().ok()?;
                 if !(1..=86_400).contains(&secs) {

@@ -121,6 +121,10 @@ struct Tx {
     /// The engine has more messages at once (`Connection::hold`): small ones are framed into
     /// the batch and written together at its `flush`.
     held: bool,
+    /// Small messages of a burst of posts are framed into the batch too, written when a
+    /// consumer looks for completions or the progress thread runs (`Shared::cork`).
+    corked: bool,
+    burst: tx::Burst,
     job: Option<TxJob>,
     /// Drop the job once the current batch is written (a Terminate or an abort cut it off).
     abandon: bool,
@@ -167,6 +171,8 @@ pub(crate) struct TcpConn {
     ep: Mutex<Weak<Qp>>,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
+    /// Bursts of small posts are written together (`TcpOptions::coalesce`).
+    coalesce: bool,
     rx_paused: AtomicBool,
     /// Its epoll interest includes writability (a connect or a transmit backlog in progress):
     /// a consumer's poll then asks epoll too (`Shared::poll_direct`).
@@ -183,8 +189,10 @@ pub(crate) struct TcpConn {
 
 impl TcpConn {
     fn new(id: u64, shared: Weak<Shared>, sock: Socket, remote: SocketAddr, phase: Phase) -> Self {
+        let coalesce = shared.upgrade().is_some_and(|s| s.opts.coalesce);
         TcpConn {
             id,
+            coalesce,
             sock,
             shared,
             remote,
@@ -209,6 +217,8 @@ impl TcpConn {
             tx: Mutex::new(Tx {
                 hold: false,
                 held: false,
+                corked: false,
+                burst: tx::Burst::default(),
                 job: None,
                 abandon: false,
                 ctl: VecDeque::new(),
@@ -461,6 +471,8 @@ fn lock_try<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 
 impl Connection for TcpConn {
     fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        let now = if self.coalesce { super::mono_ns() } else { 0 };
+        let mut corks = false;
         let (out, want_out) = {
             let mut tx = lock(&self.tx);
             if tx.failed || tx.shut {
@@ -470,13 +482,27 @@ impl Connection for TcpConn {
                     TxOutcome::Broken
                 };
             }
+            if self.coalesce {
+                corks = tx.note_post(now, super::looks(), tx::coalescible(&msg));
+            }
             match self.start_job(&mut tx, msg) {
                 Err(o) => return o,
                 // In the held batch: written by `flush` (or once the batch is full).
-                Ok(true) if tx.frames.len() < tx::HOLD_MAX => return TxOutcome::Sent,
+                Ok(true) if tx.frames.len() < tx::HOLD_MAX => {
+                    tx.burst.ended(now);
+                    drop(tx);
+                    if corks {
+                        self.start_cork();
+                    }
+                    return TxOutcome::Sent;
+                }
                 Ok(_) => {}
             }
-            if self.flush_locked(&mut tx) || tx.revoked {
+            let flushed = self.flush_locked(&mut tx);
+            if self.coalesce {
+                tx.burst.ended(super::mono_ns());
+            }
+            if flushed || tx.revoked {
                 if std::mem::take(&mut tx.revoked) {
                     (TxOutcome::Broken, false)
                 } else if tx.failed {
@@ -498,6 +524,9 @@ impl Connection for TcpConn {
         };
         if want_out {
             self.update_interest();
+        }
+        if corks {
+            self.start_cork();
         }
         out
     }

@@ -40,6 +40,60 @@ pub(super) const BATCH_FPDUS: usize = 20;
 const HOLD_COPY_MAX: u64 = 16 * 1024;
 /// A held batch is written once it holds this many bytes.
 pub(super) const HOLD_MAX: usize = 64 * 1024;
+/// Posts of one thread at most this far apart (from the return of one `transmit` to the
+/// start of the next), with no look for completions between them, form a burst. A message
+/// whose sender then waits for an answer cannot be in one: the answer takes a round trip,
+/// far longer than this, and a look for completions ends a burst at once.
+const BURST_GAP_NS: u64 = 2_000;
+/// The messages of a burst after this many go into a held batch (`Tx::corked`): two posts in
+/// a row (data, then a flag the peer watches) are always written at once.
+const BURST_HOLD_AFTER: u32 = 2;
+
+/// Largest message held back as part of a burst: above this the system call saved costs less
+/// than the copy into the batch and the larger writes (4 KiB RDMA writes and sends were slower
+/// held, Read Requests much faster).
+const BURST_COPY_MAX: u64 = 1024;
+
+/// The posts of one connection in quick succession: which of them are held back
+/// (`Tx::note_post`).
+#[derive(Default)]
+pub(super) struct Burst {
+    /// The posting thread's `looks()` at the last message.
+    mark: u64,
+    /// When the last message's `transmit` returned (ns on `mono_ns`).
+    end_ns: u64,
+    /// Messages of the burst before the last one.
+    len: u32,
+}
+
+impl Burst {
+    /// Whether a message posted at `now` by a thread whose `looks()` is `mark` is held back:
+    /// it continues a burst (same thread, no look for completions since the last message,
+    /// within `BURST_GAP_NS` of its end) already `BURST_HOLD_AFTER` messages long, and it is
+    /// `small`.
+    pub(super) fn holds(&mut self, now: u64, mark: u64, small: bool) -> bool {
+        let quick = mark == self.mark && now.saturating_sub(self.end_ns) < BURST_GAP_NS;
+        self.mark = mark;
+        self.len = if quick { self.len.saturating_add(1) } else { 0 };
+        small && self.len >= BURST_HOLD_AFTER
+    }
+
+    /// The last message's `transmit` returns at `now`.
+    pub(super) fn ended(&mut self, now: u64) {
+        self.end_ns = now;
+    }
+}
+
+/// A message small enough to be held back as part of a burst.
+pub(super) fn coalescible(msg: &OutMsg<'_>) -> bool {
+    match msg {
+        OutMsg::ReadRequest { .. } => true,
+        OutMsg::Send { payload, .. }
+        | OutMsg::Write { payload, .. }
+        | OutMsg::WriteImmed { payload, .. }
+        | OutMsg::ReadResponse { payload, .. } => payload.len() <= BURST_COPY_MAX,
+    }
+}
 
 /// Where a piece of a batched write comes from.
 #[derive(Clone, Copy)]
@@ -242,6 +296,35 @@ impl TcpConn {
                 Drained::No
             }
         };
+        self.tell_engine(drained);
+    }
+
+    /// A burst of posts began to be held back (`Tx::note_post`): the link writes it when a
+    /// consumer looks for completions or its progress thread runs.
+    pub(super) fn start_cork(&self) {
+        if let Some(s) = self.shared() {
+            if let Some(me) = s.conn(self.id) {
+                s.cork(me);
+                return;
+            }
+        }
+        self.flush_corked(); // no link to write it later: now
+    }
+
+    /// The burst held back ends (`Shared::flush_corked`): what it held goes out, unless the
+    /// engine holds a batch right now (whose `flush` writes it).
+    pub(crate) fn flush_corked(&self) {
+        let (done, drained) = {
+            let mut tx = lock(&self.tx);
+            if !std::mem::take(&mut tx.corked) || tx.held {
+                return;
+            }
+            let done = self.flush_locked(&mut tx);
+            (done, Drained::of(&mut tx, done))
+        };
+        if !done {
+            self.update_interest();
+        }
         self.tell_engine(drained);
     }
 
@@ -657,7 +740,7 @@ impl Tx {
     /// a batch, nothing is queued that must go first (control frames, a job not fully framed,
     /// FPDUs held for the initiator), and the batch is not full.
     fn can_hold(&self) -> bool {
-        self.held
+        (self.held || self.corked)
             && !self.hold
             && !self.abandon
             && self.ctl.is_empty()
@@ -666,6 +749,19 @@ impl Tx {
                 .job
                 .as_ref()
                 .is_none_or(|j| j.framed_last && self.at == self.pieces.len())
+    }
+
+    /// A message posted at `now` by a thread whose `looks()` is `mark`: whether it goes into
+    /// the held batch (`corked`). True when the burst starts being held (the link must be
+    /// told: `TcpConn::start_cork`). A message that is not held (a slow post, a look for
+    /// completions between, a large message) uncorks the connection and is written behind
+    /// what was held, in order.
+    pub(super) fn note_post(&mut self, now: u64, mark: u64, small: bool) -> bool {
+        if !self.burst.holds(now, mark, small) {
+            self.corked = false;
+            return false;
+        }
+        !std::mem::replace(&mut self.corked, true)
     }
 
     /// Before framing into the batch: a batch fully written is started afresh (and with it
@@ -712,5 +808,61 @@ impl Drained {
         } else {
             Drained::No
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: u64 = 7 << 40;
+
+    /// Posts `n` messages `gap` ns apart (each `transmit` taking no time), by a thread whose
+    /// looks are `mark`: which were held.
+    fn posts(b: &mut Burst, start: u64, n: usize, gap: u64, mark: u64, small: bool) -> Vec<bool> {
+        (0..n)
+            .map(|i| {
+                let now = start + i as u64 * gap;
+                let held = b.holds(now, mark, small);
+                b.ended(now);
+                held
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_messages_of_a_quick_burst_after_the_first_two_are_held() {
+        let mut b = Burst::default();
+        let held = posts(&mut b, 1_000_000, 6, 300, ME, true);
+        assert_eq!(held, [false, false, true, true, true, true]);
+    }
+
+    #[test]
+    fn posts_further_apart_than_the_burst_gap_are_never_held() {
+        let mut b = Burst::default();
+        let held = posts(&mut b, 1_000_000, 6, BURST_GAP_NS, ME, true);
+        assert!(held.iter().all(|h| !h), "{held:?}");
+    }
+
+    #[test]
+    fn a_look_for_completions_ends_a_burst() {
+        let mut b = Burst::default();
+        assert_eq!(posts(&mut b, 1_000, 3, 100, ME, true), [false, false, true]);
+        // The same thread looked (its mark moved on): the next two go out at once.
+        assert_eq!(
+            posts(&mut b, 1_300, 3, 100, ME + 1, true),
+            [false, false, true]
+        );
+        // Another thread's post starts a burst of its own.
+        assert!(!b.holds(1_600, 9 << 40, true));
+    }
+
+    #[test]
+    fn a_large_message_is_never_held_and_the_burst_goes_on_after_it() {
+        let mut b = Burst::default();
+        assert_eq!(posts(&mut b, 1_000, 3, 100, ME, true), [false, false, true]);
+        assert!(!b.holds(1_300, ME, false));
+        b.ended(1_300);
+        assert!(b.holds(1_400, ME, true));
     }
 }

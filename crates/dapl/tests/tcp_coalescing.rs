@@ -1,0 +1,165 @@
+//! The tcp link holds back the small messages of a burst of posts (posts of one thread in quick
+//! succession, with no look for completions between them) and writes them together when the
+//! poster next looks for completions or, at the latest, when the link's progress thread runs,
+//! which a held burst wakes (docs/architecture.md, "The tcp link"). What it held arrives whole
+//! and in order, between messages too large to hold; a poster that never calls the library
+//! again still gets its messages out; `nocoalesce` turns it off.
+
+use dapl::*;
+use dapl_testkit::kit::*;
+
+/// Send sizes, cycled: held ones (up to 1 KiB) and one too large to hold.
+const SIZES: [usize; 5] = [1, 8, 64, 1024, 4096];
+/// Bytes of each receive buffer.
+const RECV_LEN: usize = 4096;
+/// Messages per burst.
+const N: usize = 64;
+/// Bursts tried at most before concluding that none was held (a burst is only held while its
+/// posts follow each other within microseconds, which a loaded machine may not allow).
+const ROUNDS: usize = 30;
+
+/// The byte at `i` of message `k` (distinct per message and position).
+fn pattern(k: usize, i: usize) -> u8 {
+    (k * 31 + i * 7 + 1) as u8
+}
+
+fn filled(k: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| pattern(k, i)).collect()
+}
+
+/// Sends bursts of `N` messages from a to b until one was held (or `rounds` bursts went),
+/// checking that every message arrives whole and in order; returns the bursts held.
+fn bursts_arrive_whole_and_in_order(ia_name: &str, rounds: usize) -> u64 {
+    let a_attr = EpAttr {
+        max_request_dtos: N + 8,
+        ..Default::default()
+    };
+    let b_attr = EpAttr {
+        max_recv_dtos: N + 8,
+        ..Default::default()
+    };
+    let p = Pair::with_attrs(ia_name, Some(&a_attr), Some(&b_attr));
+    let a_src = p.a.lmr(N * RECV_LEN);
+    let b_inbox = p.b.lmr(N * RECV_LEN);
+    let mut held = 0;
+    for round in 0..rounds {
+        for k in 0..N {
+            let m = round * N + k;
+            a_src
+                .write(k * RECV_LEN, &filled(m, SIZES[m % SIZES.len()]))
+                .unwrap();
+            p.b.ep
+                .post_recv(
+                    &[b_inbox.triplet((k * RECV_LEN) as u64, RECV_LEN as u64)],
+                    m as u64,
+                    CompletionFlags::empty(),
+                )
+                .unwrap();
+        }
+        // The burst: nothing but posts, back to back; only the last asks for a completion.
+        for k in 0..N {
+            let m = round * N + k;
+            let flags = if k + 1 == N {
+                CompletionFlags::empty()
+            } else {
+                CompletionFlags::SUPPRESS
+            };
+            let len = SIZES[m % SIZES.len()] as u64;
+            p.a.ep
+                .post_send(
+                    &[a_src.triplet((k * RECV_LEN) as u64, len)],
+                    m as u64,
+                    flags,
+                )
+                .unwrap();
+        }
+        let c = p.a.req_done();
+        assert_eq!(
+            (c.cookie.0, c.status),
+            ((round * N + N - 1) as u64, DtoStatus::Success)
+        );
+        for k in 0..N {
+            let m = round * N + k;
+            let len = SIZES[m % SIZES.len()];
+            let c = p.b.recv_done();
+            assert_eq!(
+                (c.cookie.0, c.status, c.transferred_length),
+                (m as u64, DtoStatus::Success, len as u64),
+                "message {m}"
+            );
+            assert!(
+                b_inbox.to_vec(k * RECV_LEN, len).unwrap() == filled(m, len),
+                "message {m} ({len} bytes) arrived changed"
+            );
+        }
+        held = dapl::testing::tcp_bursts_held(&p.a.ia);
+        if held > 0 {
+            break;
+        }
+    }
+    assert_eq!(p.a.ep.state(), EpState::Connected);
+    p.close();
+    held
+}
+
+#[test]
+fn a_burst_of_small_sends_is_held_and_arrives_whole_and_in_order_without_crc() {
+    let held = bursts_arrive_whole_and_in_order("tcp:127.0.0.1", ROUNDS);
+    assert!(held > 0, "no burst of {ROUNDS} was held back");
+}
+
+#[test]
+fn a_burst_of_small_sends_is_held_and_arrives_whole_and_in_order_with_crc() {
+    let held = bursts_arrive_whole_and_in_order("tcp:127.0.0.1,crc", ROUNDS);
+    assert!(held > 0, "no burst of {ROUNDS} was held back");
+}
+
+#[test]
+fn nocoalesce_holds_no_burst() {
+    let held = bursts_arrive_whole_and_in_order("tcp:127.0.0.1,nocoalesce", 3);
+    assert_eq!(held, 0);
+}
+
+#[test]
+fn a_burst_whose_poster_never_calls_the_library_again_still_goes_out() {
+    // The pattern of RDMA writes followed by a spin on memory: the poster waits for nothing
+    // the library would tell it, so only the progress thread can write what was held.
+    const W: usize = 32;
+    let p = Pair::new("tcp:127.0.0.1");
+    let a_src = p.a.lmr(W * 8);
+    let b_target = p.b.lmr(W * 8);
+    for round in 0..ROUNDS {
+        let before = dapl::testing::tcp_bursts_held(&p.a.ia);
+        let v = round as u8 + 1;
+        a_src.write(0, &[v; W * 8]).unwrap();
+        // Long enough for a's progress thread to be asleep (it spins 50 us after its last
+        // event; a consumer's polls keep it off for 4 ms): then only the wake-up of a held
+        // burst brings it.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for k in 0..W {
+            p.a.ep
+                .post_rdma_write(
+                    &[a_src.triplet((k * 8) as u64, 8)],
+                    k as u64,
+                    &b_target.rmr_triplet((k * 8) as u64, 8),
+                    CompletionFlags::SUPPRESS,
+                )
+                .unwrap();
+        }
+        // No call on a's side from here until every write landed.
+        let t0 = std::time::Instant::now();
+        eventually("every write of the burst lands", || {
+            b_target.to_vec(0, W * 8).unwrap() == [v; W * 8]
+        });
+        eprintln!(
+            "landed after {:?}, held {}",
+            t0.elapsed(),
+            dapl::testing::tcp_bursts_held(&p.a.ia) - before
+        );
+        if dapl::testing::tcp_bursts_held(&p.a.ia) > before {
+            p.close();
+            return;
+        }
+    }
+    panic!("no burst of {ROUNDS} was held back");
+}
