@@ -126,21 +126,25 @@ pub(crate) struct Shared {
     timed: Mutex<HashSet<u64>>,
     /// Connections holding back a burst of small posted messages (`TcpConn::transmit`):
     /// written when a consumer looks for completions (`Progress::flush`) or, at the latest,
-    /// when the progress thread next runs (it is woken if asleep).
+    /// at the progress thread's next turn (see `WATCH`).
     corked: Mutex<Vec<Arc<TcpConn>>>,
     /// `corked` may be non-empty.
     any_corked: AtomicBool,
-    /// The progress thread is (about to be) asleep in `epoll_wait`: a connection that starts
-    /// holding a burst wakes it (SeqCst with `any_corked`: either the thread sees the burst
-    /// before it sleeps or the poster sees it asleep).
+    /// The progress thread is (about to be) asleep in `epoll_wait` with no `ticker` running:
+    /// a connection that starts holding a burst wakes it (SeqCst with `any_corked`: either
+    /// the thread sees the burst before it sleeps or the poster sees it asleep).
     sleeping: AtomicBool,
-    /// Bursts held back so far (tests).
+    /// Bursts held back so far: the progress thread watches (`WATCH`) while this grows.
     bursts_held: AtomicU64,
+    /// Ticks every `WATCH` while the progress thread watches held bursts.
+    ticker: OwnedFd,
     pub(crate) local_ip: Ipv4Addr,
     pub(crate) opts: TcpOptions,
 }
 
 const WAKER_TOKEN: u64 = 0;
+/// `ticker` in the progress thread's set.
+const TICKER_TOKEN: u64 = u64::MAX - 1;
 /// `conns` in the progress thread's set.
 const CONNS_TOKEN: u64 = u64::MAX;
 /// Links with at most this many connections are polled by reading their sockets directly.
@@ -183,6 +187,14 @@ pub(crate) fn looks() -> u64 {
 /// A thread's polls refresh `Shared::hot_until` every this many.
 const HOT_EVERY: u32 = 64;
 
+/// While posters hold bursts back, the progress thread wakes this often and writes what they
+/// hold (`Shared::cork`): the longest a held message waits if its poster never looks for
+/// completions again. Woken once when bursts begin (if it sleeps), it then watches by this
+/// timer until a tick finds that no burst was held since the last one: bursts cost no
+/// system call each (an eventfd write and a thread wake-up per burst cut the message rate by
+/// four).
+const WATCH: Duration = Duration::from_micros(100);
+
 /// Nanoseconds on a process-wide monotonic clock.
 fn mono_ns() -> u64 {
     static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -207,7 +219,7 @@ impl Shared {
     }
 
     /// `conn` started holding back a burst: it is written by the next `flush_corked`, which
-    /// the progress thread runs on every turn (woken here if asleep).
+    /// the progress thread runs on every turn (woken here if it sleeps without watching).
     pub(crate) fn cork(&self, conn: Arc<TcpConn>) {
         lock(&self.corked).push(conn);
         self.bursts_held.fetch_add(1, Ordering::Relaxed);
@@ -228,6 +240,29 @@ impl Shared {
         for c in list {
             c.flush_corked();
         }
+    }
+
+    /// Starts (`Some(period)`) or stops the progress thread's `ticker`.
+    fn set_ticker(&self, period: Option<Duration>) {
+        let t = period.map_or(
+            rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            |p| rustix::time::Timespec {
+                tv_sec: p.as_secs() as _,
+                tv_nsec: p.subsec_nanos() as _,
+            },
+        );
+        let spec = rustix::time::Itimerspec {
+            it_interval: t,
+            it_value: t,
+        };
+        let _ = rustix::time::timerfd_settime(
+            &self.ticker,
+            rustix::time::TimerfdTimerFlags::empty(),
+            &spec,
+        );
     }
 
     /// Puts `id` on the list of connections checked every tick.
@@ -431,6 +466,16 @@ impl TcpLink {
             EventData::new_u64(WAKER_TOKEN),
             EventFlags::IN,
         )?;
+        let ticker = rustix::time::timerfd_create(
+            rustix::time::TimerfdClockId::Monotonic,
+            rustix::time::TimerfdFlags::CLOEXEC | rustix::time::TimerfdFlags::NONBLOCK,
+        )?;
+        epoll::add(
+            &epoll,
+            &ticker,
+            EventData::new_u64(TICKER_TOKEN),
+            EventFlags::IN,
+        )?;
         let shared = Arc::new(Shared {
             epoll,
             conns,
@@ -449,6 +494,7 @@ impl TcpLink {
             any_corked: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
             bursts_held: AtomicU64::new(0),
+            ticker,
             local_ip: ip,
             opts,
         });
@@ -668,6 +714,9 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
     // Until when the thread keeps polling (it handled a connection and no consumer polls).
     let mut spin_until = 0u64;
     let mut idle_spin = false;
+    // Watching held bursts (`WATCH`), and how many had been held at the last tick.
+    let mut watching = false;
+    let mut bursts_seen = 0u64;
     while !shared.stop.load(Ordering::SeqCst) {
         if idle_spin {
             std::thread::yield_now();
@@ -691,7 +740,7 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
                 timeout = 0;
             }
         }
-        if timeout != 0 {
+        if timeout != 0 && !watching {
             // A burst held back meanwhile is written below, not slept on (see `cork`).
             shared.sleeping.store(true, Ordering::SeqCst);
             if shared.any_corked.load(Ordering::SeqCst) {
@@ -704,11 +753,18 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
             continue; // EINTR
         }
         idle_spin = timeout == 0 && events.is_empty();
+        let mut ticked = false;
         for ev in &events {
             let token = ev.data.u64();
             if token == WAKER_TOKEN {
                 let mut b = [0u8; 8];
                 let _ = rustix::io::read(&shared.waker, &mut b);
+                continue;
+            }
+            if token == TICKER_TOKEN {
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(&shared.ticker, &mut b);
+                ticked = true;
                 continue;
             }
             if token == CONNS_TOKEN {
@@ -740,6 +796,18 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
             }
         }
         shared.flush_corked();
+        // Watch from the first burst held; stop at a tick that finds none held since the last.
+        let bursts = shared.bursts_held.load(Ordering::Relaxed);
+        if bursts != bursts_seen && (!watching || ticked) {
+            if !watching {
+                shared.set_ticker(Some(WATCH));
+                watching = true;
+            }
+            bursts_seen = bursts;
+        } else if watching && ticked {
+            shared.set_ticker(None);
+            watching = false;
+        }
     }
     // Stopped (the IA closed): drop every socket.
     let entries: Vec<Entry> = lock(&shared.entries).drain().map(|(_, e)| e).collect();
