@@ -8,10 +8,10 @@
 use dapl::*;
 use dapl_testkit::kit::*;
 
-/// Send sizes, cycled: held ones (up to 1 KiB) and one too large to hold.
-const SIZES: [usize; 5] = [1, 8, 64, 1024, 4096];
+/// Send sizes, cycled: held ones (up to 16 KiB) and one too large to hold.
+const SIZES: [usize; 6] = [1, 8, 64, 4096, 16 * 1024, 20_000];
 /// Bytes of each receive buffer.
-const RECV_LEN: usize = 4096;
+const RECV_LEN: usize = 20_480;
 /// Messages per burst.
 const N: usize = 64;
 /// Bursts tried at most before concluding that none was held (a burst is only held while its

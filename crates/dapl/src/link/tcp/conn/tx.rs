@@ -35,8 +35,9 @@ use crate::types::{DtoStatus, MAX_IOV};
 
 /// Most FPDUs framed into one gathered write.
 pub(super) const BATCH_FPDUS: usize = 20;
-/// Largest message copied into a held batch ([`crate::engine::port::Connection::hold`]);
-/// larger ones are written from registered memory, as always.
+/// Largest message copied into a held batch (the engine's
+/// [`crate::engine::port::Connection::hold`], or a burst of posts: `Burst`); larger ones are
+/// written from registered memory, as always.
 const HOLD_COPY_MAX: u64 = 16 * 1024;
 /// A held batch is written once it holds this many bytes.
 pub(super) const HOLD_MAX: usize = 64 * 1024;
@@ -48,11 +49,6 @@ const BURST_GAP_NS: u64 = 2_000;
 /// The messages of a burst after this many go into a held batch (`Tx::corked`): two posts in
 /// a row (data, then a flag the peer watches) are always written at once.
 const BURST_HOLD_AFTER: u32 = 2;
-
-/// Largest message held back as part of a burst: above this the system call saved costs less
-/// than the copy into the batch and the larger writes (4 KiB RDMA writes and sends were slower
-/// held, Read Requests much faster).
-const BURST_COPY_MAX: u64 = 1024;
 
 /// The posts of one connection in quick succession: which of them are held back
 /// (`Tx::note_post`).
@@ -84,14 +80,15 @@ impl Burst {
     }
 }
 
-/// A message small enough to be held back as part of a burst.
+/// A message small enough to be held back as part of a burst (as for the engine's batches:
+/// Read Requests, and messages up to `HOLD_COPY_MAX`, copied).
 pub(super) fn coalescible(msg: &OutMsg<'_>) -> bool {
     match msg {
         OutMsg::ReadRequest { .. } => true,
         OutMsg::Send { payload, .. }
         | OutMsg::Write { payload, .. }
         | OutMsg::WriteImmed { payload, .. }
-        | OutMsg::ReadResponse { payload, .. } => payload.len() <= BURST_COPY_MAX,
+        | OutMsg::ReadResponse { payload, .. } => payload.len() <= HOLD_COPY_MAX,
     }
 }
 
