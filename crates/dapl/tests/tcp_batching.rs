@@ -17,15 +17,6 @@ const N: usize = 60;
 const SMALL: usize = 64;
 const WRITE_LEN: usize = 1000;
 
-/// The byte at `i` of message `k` (distinct per message and position).
-fn pattern(k: usize, i: usize) -> u8 {
-    (k * 31 + i * 7 + 1) as u8
-}
-
-fn filled(k: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|i| pattern(k, i)).collect()
-}
-
 fn batched_messages_arrive_whole_and_in_order(ia_name: &str) {
     // ORD 1: every read after the first waits in the send queue, and the Sends and Writes
     // posted behind it queue up too; they go out together when the read before completes.
@@ -46,8 +37,10 @@ fn batched_messages_arrive_whole_and_in_order(ia_name: &str) {
     let b_inbox = p.b.lmr(N * RECV_LEN);
     let b_target = p.b.lmr(N * WRITE_LEN);
     for k in 0..N {
-        b_src.write(k * SMALL, &filled(1000 + k, SMALL)).unwrap();
-        let send = filled(k, SEND_SIZES[k % SEND_SIZES.len()]);
+        b_src
+            .write(k * SMALL, &message_bytes(1000 + k, SMALL))
+            .unwrap();
+        let send = message_bytes(k, SEND_SIZES[k % SEND_SIZES.len()]);
         a_src.write(k * RECV_LEN, &send).unwrap();
         p.b.ep
             .post_recv(
@@ -59,7 +52,7 @@ fn batched_messages_arrive_whole_and_in_order(ia_name: &str) {
     }
     for k in 0..N {
         a_wsrc
-            .write(k * WRITE_LEN, &filled(2000 + k, WRITE_LEN))
+            .write(k * WRITE_LEN, &message_bytes(2000 + k, WRITE_LEN))
             .unwrap();
     }
     for k in 0..N {
@@ -102,7 +95,7 @@ fn batched_messages_arrive_whole_and_in_order(ia_name: &str) {
             next_read += 1;
             assert_eq!(
                 a_sink.to_vec(k * SMALL, SMALL).unwrap(),
-                filled(1000 + k, SMALL),
+                message_bytes(1000 + k, SMALL),
                 "read {k}"
             );
         }
@@ -117,14 +110,15 @@ fn batched_messages_arrive_whole_and_in_order(ia_name: &str) {
             "send {k}"
         );
         assert!(
-            b_inbox.to_vec(k * RECV_LEN, len).unwrap() == filled(k, len),
+            b_inbox.to_vec(k * RECV_LEN, len).unwrap() == message_bytes(k, len),
             "send {k} ({len} bytes) arrived changed"
         );
     }
     // Every Write landed (they were placed before the Sends behind them completed).
     for k in 0..N {
         assert!(
-            b_target.to_vec(k * WRITE_LEN, WRITE_LEN).unwrap() == filled(2000 + k, WRITE_LEN),
+            b_target.to_vec(k * WRITE_LEN, WRITE_LEN).unwrap()
+                == message_bytes(2000 + k, WRITE_LEN),
             "write {k} landed changed"
         );
     }

@@ -18,15 +18,6 @@ const N: usize = 64;
 /// posts follow each other within microseconds, which a loaded machine may not allow).
 const ROUNDS: usize = 30;
 
-/// The byte at `i` of message `k` (distinct per message and position).
-fn pattern(k: usize, i: usize) -> u8 {
-    (k * 31 + i * 7 + 1) as u8
-}
-
-fn filled(k: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|i| pattern(k, i)).collect()
-}
-
 /// Sends bursts of `N` messages from a to b until one was held (or `rounds` bursts went),
 /// checking that every message arrives whole and in order; returns the bursts held.
 fn bursts_arrive_whole_and_in_order(ia_name: &str, rounds: usize) -> u64 {
@@ -46,7 +37,7 @@ fn bursts_arrive_whole_and_in_order(ia_name: &str, rounds: usize) -> u64 {
         for k in 0..N {
             let m = round * N + k;
             a_src
-                .write(k * RECV_LEN, &filled(m, SIZES[m % SIZES.len()]))
+                .write(k * RECV_LEN, &message_bytes(m, SIZES[m % SIZES.len()]))
                 .unwrap();
             p.b.ep
                 .post_recv(
@@ -88,7 +79,7 @@ fn bursts_arrive_whole_and_in_order(ia_name: &str, rounds: usize) -> u64 {
                 "message {m}"
             );
             assert!(
-                b_inbox.to_vec(k * RECV_LEN, len).unwrap() == filled(m, len),
+                b_inbox.to_vec(k * RECV_LEN, len).unwrap() == message_bytes(m, len),
                 "message {m} ({len} bytes) arrived changed"
             );
         }

@@ -12,10 +12,12 @@
 //! - [`wait`]: [`T`], [`eventually`] and [`expect_err`];
 //! - [`netns`]: [`Netns`], two network namespaces as two hosts;
 //! - [`limits`]: [`raise_fd_limit`], [`rss_kib`];
-//! - [`child`]: [`self_as_child`], this test binary run again as a peer process.
+//! - [`child`]: [`self_as_child`], this test binary run again as a peer process;
+//! - [`bytes`]: [`message_bytes`], contents that tell messages and positions apart.
 //!
 //! A test file takes everything with `use dapl_testkit::kit::*;` (macros included).
 
+pub mod bytes;
 pub mod child;
 pub mod connect;
 pub mod limits;
@@ -25,6 +27,7 @@ pub mod side;
 pub mod wait;
 
 pub use crate::{for_each_link, once, per_link, per_link_with};
+pub use bytes::message_bytes;
 pub use child::self_as_child;
 pub use connect::{connect, expect_conn, expect_cr, listen, listen_on, qual, End};
 pub use limits::{raise_fd_limit, rss_kib};
