@@ -961,13 +961,11 @@ pub const MAX_GATHER: usize = 64;
 /// Nothing is written if a piece is out of bounds (`InvalidInput`) or its region revoked
 /// ([`is_revoked_error`]).
 pub fn send_gather(fd: BorrowedFd<'_>, pieces: &[IoPiece<'_>]) -> io::Result<usize> {
-    let mut iov: [libc::iovec; MAX_GATHER] = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_GATHER];
+    // Only the iovecs used are written (a zeroed array of MAX_GATHER cost more than the rest
+    // of a small message's framing).
+    let mut iov: arrayvec::ArrayVec<libc::iovec, MAX_GATHER> = arrayvec::ArrayVec::new();
     // One access per region piece, held across the system call.
     let mut accesses: arrayvec::ArrayVec<Access<'_>, MAX_GATHER> = arrayvec::ArrayVec::new();
-    let mut n = 0;
     for p in pieces.iter().take(MAX_GATHER) {
         let (base, len) = match *p {
             IoPiece::Bytes(b) => (b.as_ptr() as *mut libc::c_void, b.len()),
@@ -979,13 +977,12 @@ pub fn send_gather(fd: BorrowedFd<'_>, pieces: &[IoPiece<'_>]) -> io::Result<usi
                 (v.iov_base, v.iov_len)
             }
         };
-        iov[n] = libc::iovec {
+        iov.push(libc::iovec {
             iov_base: base,
             iov_len: len,
-        };
-        n += 1;
+        });
     }
-    let msg = msghdr(&mut iov[..n]);
+    let msg = msghdr(&mut iov);
     // SAFETY: every iovec points at live memory of its stated length: caller slices, or region
     // ranges checked above (regions are kept alive by the caller's borrow, and not revoked
     // while `accesses` are held). The kernel only reads them.
@@ -1020,26 +1017,22 @@ pub struct RecvPiece<'a> {
 /// first: nothing outside the pieces' ranges can be written. Nothing is read if a piece is out
 /// of bounds (`InvalidInput`) or its region revoked ([`is_revoked_error`]).
 pub fn recv_scatter(fd: BorrowedFd<'_>, pieces: &[RecvPiece<'_>]) -> io::Result<usize> {
-    let mut iov: [libc::iovec; MAX_GATHER] = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; MAX_GATHER];
+    let mut iov: arrayvec::ArrayVec<libc::iovec, MAX_GATHER> = arrayvec::ArrayVec::new();
     let mut accesses: arrayvec::ArrayVec<Access<'_>, MAX_GATHER> = arrayvec::ArrayVec::new();
-    let mut n = 0;
     for p in pieces.iter().take(MAX_GATHER) {
-        iov[n] = p
-            .mem
-            .iovec(p.offset, p.len)
-            .filter(|_| !p.mem.read_only)
-            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        iov.push(
+            p.mem
+                .iovec(p.offset, p.len)
+                .filter(|_| !p.mem.read_only)
+                .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?,
+        );
         accesses.push(p.mem.enter().ok_or_else(revoked_error)?);
-        n += 1;
     }
     #[cfg(feature = "testing")]
     if let Some(p) = pieces.first() {
         hold::point(p.mem.addr());
     }
-    let mut msg = msghdr(&mut iov[..n]);
+    let mut msg = msghdr(&mut iov);
     // SAFETY: every iovec points at a checked range of a live region (kept alive by the
     // caller's borrow, not revoked while `accesses` are held), valid for writes (type
     // invariant), which no Rust reference aliases; the kernel writes at most iov_len bytes
