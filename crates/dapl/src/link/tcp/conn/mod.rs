@@ -461,6 +461,32 @@ impl TcpConn {
     }
 }
 
+impl TcpConn {
+    /// `transmit` after the message was taken as the job (or into a full batch): writes what
+    /// the socket takes now and says what became of the message, and whether the epoll
+    /// interest must change (a backlog left for `EPOLLOUT`).
+    fn write_taken(&self, tx: &mut Tx) -> (TxOutcome, bool) {
+        let flushed = self.flush_locked(tx);
+        if self.coalesce {
+            tx.burst.ended(super::mono_ns());
+        }
+        if !(flushed || tx.revoked) {
+            tx.notify = true;
+            return (TxOutcome::Queued, tx.want_out);
+        }
+        let out = if std::mem::take(&mut tx.revoked) {
+            TxOutcome::Broken
+        } else if !tx.failed {
+            TxOutcome::Sent
+        } else if self.peer_fin.load(Ordering::SeqCst) {
+            TxOutcome::PeerClosed
+        } else {
+            TxOutcome::Broken
+        };
+        (out, false)
+    }
+}
+
 fn lock_try<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
     match m.try_lock() {
         Ok(g) => Some(g),
@@ -486,40 +512,15 @@ impl Connection for TcpConn {
                 corks = tx.note_post(now, super::looks(), tx::coalescible(&msg));
             }
             match self.start_job(&mut tx, msg) {
-                Err(o) => return o,
+                // Not taken: a burst this post began to hold is still told to the link below
+                // (the connection is marked as holding, and only the link writes its bursts).
+                Err(o) => (o, false),
                 // In the held batch: written by `flush` (or once the batch is full).
                 Ok(true) if tx.frames.len() < tx::HOLD_MAX => {
                     tx.burst.ended(now);
-                    drop(tx);
-                    if corks {
-                        self.start_cork();
-                    }
-                    return TxOutcome::Sent;
-                }
-                Ok(_) => {}
-            }
-            let flushed = self.flush_locked(&mut tx);
-            if self.coalesce {
-                tx.burst.ended(super::mono_ns());
-            }
-            if flushed || tx.revoked {
-                if std::mem::take(&mut tx.revoked) {
-                    (TxOutcome::Broken, false)
-                } else if tx.failed {
-                    (
-                        if self.peer_fin.load(Ordering::SeqCst) {
-                            TxOutcome::PeerClosed
-                        } else {
-                            TxOutcome::Broken
-                        },
-                        false,
-                    )
-                } else {
                     (TxOutcome::Sent, false)
                 }
-            } else {
-                tx.notify = true;
-                (TxOutcome::Queued, tx.want_out)
+                Ok(_) => self.write_taken(&mut tx),
             }
         };
         if want_out {
