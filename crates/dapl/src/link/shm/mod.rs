@@ -92,6 +92,7 @@ use crate::engine::port::{
 use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
 };
+use crate::link::mono_ns;
 use crate::link::spare_fd::SpareFd;
 use crate::mem::published;
 use crate::mem::region::{pull_from, Lease, RecvPiece};
@@ -145,12 +146,6 @@ const PULL_MIN: u64 = 8 << 10;
 /// connection ended) while the peer may still be copying it out: until the peer has consumed
 /// the descriptor or hung up, at most this long.
 const ORPHAN_BOUND: Duration = Duration::from_secs(2);
-
-/// CLOCK_MONOTONIC in ns: the same clock in every process of the host.
-fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())

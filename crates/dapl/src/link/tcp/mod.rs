@@ -30,6 +30,7 @@ use crate::engine::port::{
     CrossMemoryAttach, Link, LinkCaps, ListenError, Listener as PortListener, Progress,
 };
 use crate::engine::qp::Qp;
+use crate::link::mono_ns;
 use crate::link::spare_fd::SpareFd;
 use crate::types::{ConnQual, ConnectionEventKind, EpState, IaAddress, MAX_IOV};
 
@@ -194,15 +195,6 @@ const HOT_EVERY: u32 = 64;
 /// system call each (an eventfd write and a thread wake-up per burst cut the message rate by
 /// four).
 const WATCH: Duration = Duration::from_micros(100);
-
-/// Nanoseconds on the monotonic clock (read through the vDSO: every small post reads it twice,
-/// see `conn::tx::Burst`, and `Instant` arithmetic cost three times the read).
-fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(t.tv_nsec as u64)
-}
 
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
 
