@@ -6,7 +6,8 @@
 //!   establishes it (the engine wraps the link's connection).
 //! - The tcp link's hand-off between its progress thread and a polling consumer
 //!   (docs/architecture.md, "Who makes progress"): [`handoff_state`] and
-//!   [`set_handoff_window`]; its coalescing of bursts of posts: [`tcp_bursts_held`].
+//!   [`set_handoff_window`]; its coalescing of bursts of posts: [`tcp_bursts_held`],
+//!   [`tcp_bursts_written_late`].
 //! - The shm link's mapped library memory: [`shm_direct_copies`] counts the RDMA Writes and
 //!   Reads this process copied straight into or out of a peer's mapping, and
 //!   [`shm_received_region_fds`] hands over the descriptors of peers' regions it received.
@@ -39,9 +40,15 @@ pub fn set_handoff_window(ia: &InterfaceAdapter, window: Duration) {
 }
 
 /// For an IA on the tcp link: how many bursts of small posts it has held back and written
-/// together (docs/architecture.md, "The tcp link", coalescing). Panics on another link.
+/// together (docs/architecture.md, "The tcp link", "Bursts"). Panics on another link.
 pub fn tcp_bursts_held(ia: &InterfaceAdapter) -> u64 {
-    ia.0.tcp_link().bursts_held()
+    ia.0.tcp_link().bursts_held().0
+}
+
+/// For an IA on the tcp link: how many of the bursts it held its progress thread wrote,
+/// because their posters did not look for completions in time. Panics on another link.
+pub fn tcp_bursts_written_late(ia: &InterfaceAdapter) -> u64 {
+    ia.0.tcp_link().bursts_held().1
 }
 
 /// Holds the next socket receive straight into the region at `addr` (an LMR's address: the tcp

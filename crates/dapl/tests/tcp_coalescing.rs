@@ -111,35 +111,21 @@ fn nocoalesce_holds_no_burst() {
     assert_eq!(held, 0);
 }
 
-/// Posts bursts of `W` RDMA writes from a to b, each burst after `pause` with nothing posted
-/// (`None`: right after the last burst landed), until one was held, and checks that each
-/// lands with no call on a's side after its posts. False if none of `ROUNDS` was held.
+/// Posts bursts of RDMA writes from a to b, each after a look for completions (which lets a
+/// burst be held: see the next test) and after `pause` with nothing posted (`None`: right after
+/// the last burst landed), until one was held, and checks that each lands with no call on a's
+/// side after its posts. False if none of `ROUNDS` was held.
 fn held_writes_land_without_a_look(pause: Option<std::time::Duration>) -> bool {
     const W: usize = 32;
     let p = Pair::new("tcp:127.0.0.1");
-    let a_src = p.a.lmr(W * 8);
-    let b_target = p.b.lmr(W * 8);
+    let (src, dst) = (p.a.lmr(W * 8), p.b.lmr(W * 8));
     for round in 0..ROUNDS {
         let before = dapl::testing::tcp_bursts_held(&p.a.ia);
-        let v = round as u8 + 1;
-        a_src.write(0, &[v; W * 8]).unwrap();
+        assert!(p.a.req_evd.dequeue().unwrap().is_none());
         if let Some(pause) = pause {
             std::thread::sleep(pause);
         }
-        for k in 0..W {
-            p.a.ep
-                .post_rdma_write(
-                    &[a_src.triplet((k * 8) as u64, 8)],
-                    k as u64,
-                    &b_target.rmr_triplet((k * 8) as u64, 8),
-                    CompletionFlags::SUPPRESS,
-                )
-                .unwrap();
-        }
-        // No call on a's side from here until every write landed.
-        eventually("every write of the burst lands", || {
-            b_target.to_vec(0, W * 8).unwrap() == [v; W * 8]
-        });
+        burst_of_writes(&p, &src, &dst, W, round as u8 + 1);
         // Without a pause, the first burst follows the set-up, not a burst: it does not count.
         if dapl::testing::tcp_bursts_held(&p.a.ia) > before && (pause.is_some() || round > 0) {
             p.close();
@@ -166,9 +152,66 @@ fn a_burst_whose_poster_never_calls_the_library_again_still_goes_out() {
 #[test]
 fn bursts_in_quick_succession_still_go_out_without_a_look() {
     // Right after a burst, the progress thread is awake or watching by its timer: a held
-    // burst then wakes nobody and waits for the next tick.
+    // burst then wakes nobody and waits for the next tick. (Its poster looks before each
+    // burst, never after: the bursts written late only space out the held ones.)
     assert!(
         held_writes_land_without_a_look(None),
         "no burst of {ROUNDS} was held back"
     );
+}
+
+/// Posts `w` 8-byte RDMA writes of `v` from `src` into `dst` back to back, then waits, with no
+/// call on the poster's side, until they all landed.
+fn burst_of_writes(p: &Pair, src: &Lmr, dst: &Lmr, w: usize, v: u8) {
+    src.write(0, &vec![v; w * 8]).unwrap();
+    for k in 0..w {
+        p.a.ep
+            .post_rdma_write(
+                &[src.triplet((k * 8) as u64, 8)],
+                k as u64,
+                &dst.rmr_triplet((k * 8) as u64, 8),
+                CompletionFlags::SUPPRESS,
+            )
+            .unwrap();
+    }
+    eventually("every write of the burst lands", || {
+        dst.to_vec(0, w * 8).unwrap() == vec![v; w * 8]
+    });
+}
+
+#[test]
+fn a_poster_that_does_not_look_has_nothing_held_until_it_looks_again() {
+    // Once the progress thread had to write one of its bursts, a poster that spins on memory
+    // for its answers waits for no tick on its later bursts: they go out as posted until it
+    // looks for completions again.
+    const W: usize = 32;
+    let p = Pair::new("tcp:127.0.0.1");
+    let (src, dst) = (p.a.lmr(W * 8), p.b.lmr(W * 8));
+    let mut v = 0u8;
+    let mut next = || {
+        v = v % 250 + 1;
+        v
+    };
+    let late = (0..ROUNDS).any(|_| {
+        burst_of_writes(&p, &src, &dst, W, next());
+        dapl::testing::tcp_bursts_written_late(&p.a.ia) > 0
+    });
+    assert!(late, "no burst of {ROUNDS} was left to the progress thread");
+    let held = dapl::testing::tcp_bursts_held(&p.a.ia);
+    for _ in 0..5 {
+        burst_of_writes(&p, &src, &dst, W, next());
+    }
+    assert_eq!(
+        dapl::testing::tcp_bursts_held(&p.a.ia),
+        held,
+        "held with no look"
+    );
+    // A look (nothing to find: every write was suppressed) lets bursts be held again.
+    let again = (0..ROUNDS).any(|_| {
+        assert!(p.a.req_evd.dequeue().unwrap().is_none());
+        burst_of_writes(&p, &src, &dst, W, next());
+        dapl::testing::tcp_bursts_held(&p.a.ia) > held
+    });
+    assert!(again, "no burst of {ROUNDS} was held after a look");
+    p.close();
 }

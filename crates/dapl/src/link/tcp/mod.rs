@@ -137,6 +137,8 @@ pub(crate) struct Shared {
     sleeping: AtomicBool,
     /// Bursts held back so far: the progress thread watches (`WATCH`) while this grows.
     bursts_held: AtomicU64,
+    /// Bursts the progress thread wrote, their posters not having looked in time (tests).
+    bursts_late: AtomicU64,
     /// Ticks every `WATCH` while the progress thread watches held bursts.
     ticker: OwnedFd,
     pub(crate) local_ip: Ipv4Addr,
@@ -175,7 +177,7 @@ thread_local! {
     /// of its own (a number per thread in the high 24 bits): two posts with the same value
     /// came from one thread with no look between them.
     static LOOKS: std::cell::Cell<u64> =
-        std::cell::Cell::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed) << 40);
+        std::cell::Cell::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed) << conn::LOOKS_BITS);
 }
 
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
@@ -224,8 +226,9 @@ impl Shared {
         }
     }
 
-    /// Writes every burst held back (`cork`).
-    fn flush_corked(&self) {
+    /// Writes every burst held back (`cork`); `late`: by the progress thread, not at a
+    /// consumer's look (`TcpConn::flush_corked`).
+    fn flush_corked(&self, late: bool) {
         if !self.any_corked.load(Ordering::Relaxed)
             || !self.any_corked.swap(false, Ordering::SeqCst)
         {
@@ -233,12 +236,15 @@ impl Shared {
         }
         let list = std::mem::take(&mut *lock(&self.corked));
         for c in list {
-            c.flush_corked();
+            if c.flush_corked(late) {
+                self.bursts_late.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
-    /// Starts (`Some(period)`) or stops the progress thread's `ticker`.
-    fn set_ticker(&self, period: Option<Duration>) {
+    /// Starts (`Some(period)`) or stops the progress thread's `ticker`; false if the timer
+    /// refused.
+    fn set_ticker(&self, period: Option<Duration>) -> bool {
         let t = period.map_or(
             rustix::time::Timespec {
                 tv_sec: 0,
@@ -253,11 +259,12 @@ impl Shared {
             it_interval: t,
             it_value: t,
         };
-        let _ = rustix::time::timerfd_settime(
+        rustix::time::timerfd_settime(
             &self.ticker,
             rustix::time::TimerfdTimerFlags::empty(),
             &spec,
-        );
+        )
+        .is_ok()
     }
 
     /// Puts `id` on the list of connections checked every tick.
@@ -489,6 +496,7 @@ impl TcpLink {
             any_corked: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
             bursts_held: AtomicU64::new(0),
+            bursts_late: AtomicU64::new(0),
             ticker,
             local_ip: ip,
             opts,
@@ -630,7 +638,7 @@ impl Progress for TcpLink {
                 self.shared.hot_until.store(until, Ordering::Relaxed);
             }
         }
-        EVENTS.with(|events| {
+        let any = EVENTS.with(|events| {
             let Ok(mut events) = events.try_borrow_mut() else {
                 return false; // re-entered from a handler
             };
@@ -638,12 +646,16 @@ impl Progress for TcpLink {
                 Some(any) => any,
                 None => self.shared.drain_conns(&mut events),
             }
-        })
+        });
+        // What this poll transmitted in a burst (the answers to a peer's Read Requests) is not
+        // held past it: `evd_wait` polls again without looking for completions in between.
+        self.shared.flush_corked(false);
+        any
     }
 
     fn flush(&self) {
         LOOKS.with(|l| l.set(l.get().wrapping_add(1)));
-        self.shared.flush_corked();
+        self.shared.flush_corked(false);
     }
 
     fn idle(&self) {
@@ -665,10 +677,14 @@ impl TcpLink {
         self.shared.hot_ns.store(ns, Ordering::Relaxed);
     }
 
-    /// Tests: how many bursts of posts were held back and written together so far.
+    /// Tests: how many bursts of posts were held back and written together so far, and how
+    /// many of them the progress thread wrote (their posters had not looked).
     #[cfg(feature = "testing")]
-    pub(crate) fn bursts_held(&self) -> u64 {
-        self.shared.bursts_held.load(Ordering::Relaxed)
+    pub(crate) fn bursts_held(&self) -> (u64, u64) {
+        (
+            self.shared.bursts_held.load(Ordering::Relaxed),
+            self.shared.bursts_late.load(Ordering::Relaxed),
+        )
     }
 
     /// Tests: whether the progress thread watches the connections, and whether any socket
@@ -800,13 +816,13 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
                 }
             }
         }
-        shared.flush_corked();
+        shared.flush_corked(true);
         // Watch from the first burst held; stop at a tick that finds none held since the last.
+        // (A timer that cannot be set leaves the thread unwatching: bursts then wake it.)
         let bursts = shared.bursts_held.load(Ordering::Relaxed);
         if bursts != bursts_seen && (!watching || ticked) {
             if !watching {
-                shared.set_ticker(Some(WATCH));
-                watching = true;
+                watching = shared.set_ticker(Some(WATCH));
             }
             bursts_seen = bursts;
         } else if watching && ticked {

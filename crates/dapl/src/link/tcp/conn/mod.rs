@@ -21,6 +21,8 @@ mod mpa;
 mod rx;
 mod tx;
 
+pub(crate) use tx::LOOKS_BITS;
+
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};

@@ -56,29 +56,69 @@ const BURST_HOLD_AFTER: u32 = 2;
 pub(super) struct Burst {
     /// The posting thread's `looks()` at the last message.
     mark: u64,
-    /// When the last message's `transmit` returned (ns on `mono_ns`).
+    /// When the last message's `transmit` returned (ns on `mono_ns`; for a held message, when
+    /// it began, as it returns at once).
     end_ns: u64,
     /// Messages of the burst before the last one.
     len: u32,
+    /// The progress thread had to write what a burst held (its poster had stopped posting
+    /// and did not look for completions, as one that spins on memory for the answer does not):
+    /// nothing is held until that poster, whose `looks()` was `off_mark`, has looked `off_for`
+    /// times. `late` counts such bursts in a row (none written at a look between): each
+    /// doubles `off_for`, so a poster that looks only after its answer came rarely waits.
+    off: bool,
+    off_mark: u64,
+    off_for: u64,
+    late: u32,
 }
 
 impl Burst {
     /// Whether a message posted at `now` by a thread whose `looks()` is `mark` is held back:
     /// it continues a burst (same thread, no look for completions since the last message,
-    /// within `BURST_GAP_NS` of its end) already `BURST_HOLD_AFTER` messages long, and it is
-    /// `small`.
+    /// within `BURST_GAP_NS` of its end) already `BURST_HOLD_AFTER` messages long, it is
+    /// `small`, and holding is not off for this poster (`unlooked`).
     pub(super) fn holds(&mut self, now: u64, mark: u64, small: bool) -> bool {
         let quick = mark == self.mark && now.saturating_sub(self.end_ns) < BURST_GAP_NS;
         self.mark = mark;
         self.len = if quick { self.len.saturating_add(1) } else { 0 };
-        small && self.len >= BURST_HOLD_AFTER
+        if self.off
+            && (mark >> LOOKS_BITS != self.off_mark >> LOOKS_BITS
+                || mark.wrapping_sub(self.off_mark) & LOOKS_MASK >= self.off_for)
+        {
+            self.off = false; // another thread, or this one looked often enough
+        }
+        small && !self.off && self.len >= BURST_HOLD_AFTER
     }
 
     /// The last message's `transmit` returns at `now`.
     pub(super) fn ended(&mut self, now: u64) {
         self.end_ns = now;
     }
+
+    /// Whether the burst has ended at `now`: its last message is longer ago than the gap, so
+    /// the next would not continue it.
+    pub(super) fn ended_by(&self, now: u64) -> bool {
+        now.saturating_sub(self.end_ns) >= BURST_GAP_NS
+    }
+
+    /// What an ended burst held was written by the progress thread, not at a look of its
+    /// poster's: hold nothing more for this poster until it has looked `off_for` times.
+    pub(super) fn unlooked(&mut self) {
+        self.late = self.late.saturating_add(1);
+        self.off = true;
+        self.off_mark = self.mark;
+        self.off_for = 1 << (self.late - 1).min(10);
+    }
+
+    /// What the burst held was written at a look for completions: its poster looks in time.
+    pub(super) fn looked(&mut self) {
+        self.late = 0;
+    }
 }
+
+/// `looks()` counts in its low `LOOKS_BITS` bits under a number of the thread's own.
+pub(crate) const LOOKS_BITS: u32 = 40;
+const LOOKS_MASK: u64 = (1 << LOOKS_BITS) - 1;
 
 /// A message small enough to be held back as part of a burst (as for the engine's batches:
 /// Read Requests, and messages up to `HOLD_COPY_MAX`, copied).
@@ -305,24 +345,40 @@ impl TcpConn {
                 return;
             }
         }
-        self.flush_corked(); // no link to write it later: now
+        // No link to write it later (the connection is being taken down): write it now. The
+        // engine learns of the end from the teardown, not from here (this runs in `transmit`).
+        let mut tx = lock(&self.tx);
+        tx.corked = false;
+        self.flush_locked(&mut tx);
     }
 
     /// The burst held back ends (`Shared::flush_corked`): what it held goes out, unless the
-    /// engine holds a batch right now (whose `flush` writes it).
-    pub(crate) fn flush_corked(&self) {
-        let (done, drained) = {
+    /// engine holds a batch right now (whose `flush` writes it). `late`: the progress thread
+    /// writes it, not a look for completions (`Burst::unlooked`). True if that made it a
+    /// burst written late.
+    pub(crate) fn flush_corked(&self, late: bool) -> bool {
+        let (done, drained, unlooked) = {
             let mut tx = lock(&self.tx);
             if !std::mem::take(&mut tx.corked) || tx.held {
-                return;
+                return false;
+            }
+            // Written late only if the burst had ended: a tick between two of its posts is not
+            // its poster's fault.
+            let held = tx.at < tx.pieces.len();
+            let unlooked = late && held && tx.burst.ended_by(super::super::mono_ns());
+            if unlooked {
+                tx.burst.unlooked();
+            } else if held && !late {
+                tx.burst.looked();
             }
             let done = self.flush_locked(&mut tx);
-            (done, Drained::of(&mut tx, done))
+            (done, Drained::of(&mut tx, done), unlooked)
         };
         if !done {
             self.update_interest();
         }
         self.tell_engine(drained);
+        unlooked
     }
 
     /// The engine's batch ended (`Connection::flush`): what it held goes out.
@@ -852,6 +908,60 @@ mod tests {
         );
         // Another thread's post starts a burst of its own.
         assert!(!b.holds(1_600, 9 << 40, true));
+    }
+
+    #[test]
+    fn after_a_burst_written_late_nothing_is_held_until_the_poster_looks() {
+        let mut b = Burst::default();
+        assert_eq!(posts(&mut b, 1_000, 3, 100, ME, true), [false, false, true]);
+        assert!(b.ended_by(1_200 + BURST_GAP_NS) && !b.ended_by(1_300));
+        b.unlooked(); // the progress thread wrote it
+        assert_eq!(posts(&mut b, 10_000, 4, 100, ME, true), [false; 4]);
+        // Another thread's posts start a burst of their own.
+        assert_eq!(
+            posts(&mut b, 20_000, 3, 100, 9 << 40, true),
+            [false, false, true]
+        );
+        let mut b = Burst::default();
+        assert_eq!(posts(&mut b, 1_000, 3, 100, ME, true), [false, false, true]);
+        b.unlooked();
+        assert_eq!(
+            posts(&mut b, 10_000, 3, 100, ME + 1, true),
+            [false, false, true]
+        );
+    }
+
+    #[test]
+    fn bursts_written_late_in_a_row_double_the_looks_before_holding_again() {
+        let mut b = Burst::default();
+        let mut mark = ME;
+        let mut t = 1_000;
+        // Returns whether the third post of a burst after one look was held.
+        let mut round = |b: &mut Burst| {
+            mark += 1;
+            t += 100_000;
+            posts(b, t, 3, 100, mark, true)[2]
+        };
+        let mut held = vec![];
+        for _ in 0..12 {
+            let h = round(&mut b);
+            if h {
+                b.unlooked(); // each held burst is written late
+            }
+            held.push(h);
+        }
+        // Holding resumes after 1, 2, 4, 8 looks after the first, second, third and fourth
+        // late burst in a row (the look before a burst counts).
+        assert_eq!(
+            held,
+            [true, true, false, true, false, false, false, true, false, false, false, false]
+        );
+        // Once a held burst is written at a look, one late burst costs one look again.
+        while !round(&mut b) {}
+        b.looked();
+        assert!(round(&mut b));
+        b.unlooked();
+        assert!(round(&mut b));
     }
 
     #[test]
