@@ -816,7 +816,9 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
                 }
             }
         }
-        shared.flush_corked(true);
+        // Late only at a tick: a thread awake for other work (a transmit backlog, inbound
+        // data) writes what is held as it goes, while the posters may be held up themselves.
+        shared.flush_corked(ticked);
         // Watch from the first burst held; stop at a tick that finds none held since the last.
         // (A timer that cannot be set leaves the thread unwatching: bursts then wake it.)
         let bursts = shared.bursts_held.load(Ordering::Relaxed);

@@ -107,7 +107,7 @@ impl Burst {
         self.late = self.late.saturating_add(1);
         self.off = true;
         self.off_mark = self.mark;
-        self.off_for = 1 << (self.late - 1).min(10);
+        self.off_for = 1 << (self.late - 1).min(LATE_DOUBLINGS);
     }
 
     /// What the burst held was written at a look for completions: its poster looks in time.
@@ -115,6 +115,11 @@ impl Burst {
         self.late = 0;
     }
 }
+
+/// Bursts written late in a row double the looks before holding again this many times at most
+/// (1, 2, 4, 8, 16 looks): a poster held up in the middle of its bursts (preempted, its queue
+/// full) loses little, one that spins on memory after each burst waits once in 16 turns.
+const LATE_DOUBLINGS: u32 = 4;
 
 /// `looks()` counts in its low `LOOKS_BITS` bits under a number of the thread's own.
 pub(crate) const LOOKS_BITS: u32 = 40;
@@ -951,11 +956,18 @@ mod tests {
             held.push(h);
         }
         // Holding resumes after 1, 2, 4, 8 looks after the first, second, third and fourth
-        // late burst in a row (the look before a burst counts).
+        // late burst in a row (the look before a burst counts), then after 16 at most.
         assert_eq!(
             held,
             [true, true, false, true, false, false, false, true, false, false, false, false]
         );
+        for _ in 0..6 {
+            let n = (1..=20)
+                .find(|_| round(&mut b))
+                .expect("held again within 20 looks");
+            assert!(n <= 16, "{n}");
+            b.unlooked();
+        }
         // Once a held burst is written at a look, one late burst costs one look again.
         while !round(&mut b) {}
         b.looked();
