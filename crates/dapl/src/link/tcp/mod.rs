@@ -63,7 +63,7 @@ pub(crate) struct TcpOptions {
     /// host, a peer that stops reading) breaks within this bound (`dead_peer=<seconds>`).
     pub(crate) dead_peer: Duration,
     /// Small messages posted in a burst are written together (`coalesce`, the default;
-    /// `nocoalesce` turns it off): see `conn::tx::BURST_GAP`.
+    /// `nocoalesce` turns it off): see `conn::tx::Burst`.
     pub(crate) coalesce: bool,
 }
 
