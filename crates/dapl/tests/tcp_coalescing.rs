@@ -215,3 +215,71 @@ fn a_poster_that_does_not_look_has_nothing_held_until_it_looks_again() {
     assert!(again, "no burst of {ROUNDS} was held after a look");
     p.close();
 }
+
+#[test]
+fn a_ping_pong_never_holds_a_message() {
+    // Latency patterns must not wait for a tick: a send/recv ping-pong (each side looks for
+    // its receive before it answers) and an RDMA write ping-pong on memory with two writes per
+    // turn (data, then the flag the peer spins on) hold nothing on either side.
+    const ROUNDS_PP: usize = 100;
+    let p = Pair::new("tcp:127.0.0.1");
+    let (a_buf, b_buf) = (p.a.lmr(64), p.b.lmr(64));
+    for i in 0..ROUNDS_PP {
+        p.b.ep
+            .post_recv(&[b_buf.triplet(0, 8)], i as u64, CompletionFlags::empty())
+            .unwrap();
+        p.a.ep
+            .post_recv(&[a_buf.triplet(8, 8)], i as u64, CompletionFlags::empty())
+            .unwrap();
+        p.a.ep
+            .post_send(&[a_buf.triplet(0, 8)], i as u64, CompletionFlags::SUPPRESS)
+            .unwrap();
+        assert_eq!(p.b.recv_done().status, DtoStatus::Success);
+        p.b.ep
+            .post_send(&[b_buf.triplet(8, 8)], i as u64, CompletionFlags::SUPPRESS)
+            .unwrap();
+        assert_eq!(p.a.recv_done().status, DtoStatus::Success);
+    }
+    // Memory: a writes data (its bytes 16..24 into the peer's 40..48) and then a flag (its byte
+    // 32 into the peer's 56), which the peer spins on; b answers likewise.
+    let turn = |from: &Side, src: &Lmr, to: &Lmr, v: u8| {
+        src.write(16, &[v; 8]).unwrap();
+        src.write(32, &[v]).unwrap();
+        for (off, at, len) in [(16u64, 40u64, 8u64), (32, 56, 1)] {
+            from.ep
+                .post_rdma_write(
+                    &[src.triplet(off, len)],
+                    0,
+                    &to.rmr_triplet(at, len),
+                    CompletionFlags::SUPPRESS,
+                )
+                .unwrap();
+        }
+    };
+    let spin = |on: &Lmr, v: u8| {
+        // Spinning (no sleep between looks), so turns follow each other at once.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while on.load_acquire(56).unwrap() != v {
+            assert!(
+                std::time::Instant::now() < end,
+                "the peer's flag {v} never came"
+            );
+            std::hint::spin_loop();
+        }
+        assert_eq!(
+            on.to_vec(40, 8).unwrap(),
+            [v; 8],
+            "the data before the flag"
+        );
+    };
+    for i in 0..ROUNDS_PP {
+        let v = (i % 250 + 1) as u8;
+        turn(&p.a, &a_buf, &b_buf, v);
+        spin(&b_buf, v);
+        turn(&p.b, &b_buf, &a_buf, v);
+        spin(&a_buf, v);
+    }
+    assert_eq!(dapl::testing::tcp_bursts_held(&p.a.ia), 0);
+    assert_eq!(dapl::testing::tcp_bursts_held(&p.b.ia), 0);
+    p.close();
+}
