@@ -461,9 +461,7 @@ impl TcpConn {
             self.close_rx(&mut lock(&self.rx));
         }
     }
-}
 
-impl TcpConn {
     /// `transmit` after the message was taken as the job (or into a full batch): writes what
     /// the socket takes now and says what became of the message, and whether the epoll
     /// interest must change (a backlog left for `EPOLLOUT`).
