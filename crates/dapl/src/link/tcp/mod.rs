@@ -441,6 +441,12 @@ impl Shared {
     }
 }
 
+/// Adds `fd` to the epoll set `epoll` for input, reported as `token`.
+fn watch_input(epoll: &OwnedFd, fd: impl AsFd, token: u64) -> io::Result<()> {
+    epoll::add(epoll, fd, EventData::new_u64(token), EventFlags::IN)?;
+    Ok(())
+}
+
 /// The tcp link of one IA.
 pub(crate) struct TcpLink {
     shared: Arc<Shared>,
@@ -452,32 +458,17 @@ impl TcpLink {
     pub(crate) fn start(ip: Ipv4Addr, opts: TcpOptions) -> io::Result<Arc<TcpLink>> {
         let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         let conns = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        epoll::add(
-            &epoll,
-            &conns,
-            EventData::new_u64(CONNS_TOKEN),
-            EventFlags::IN,
-        )?;
+        watch_input(&epoll, &conns, CONNS_TOKEN)?;
         let waker = rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
         )?;
-        epoll::add(
-            &epoll,
-            &waker,
-            EventData::new_u64(WAKER_TOKEN),
-            EventFlags::IN,
-        )?;
+        watch_input(&epoll, &waker, WAKER_TOKEN)?;
         let ticker = rustix::time::timerfd_create(
             rustix::time::TimerfdClockId::Monotonic,
             rustix::time::TimerfdFlags::CLOEXEC | rustix::time::TimerfdFlags::NONBLOCK,
         )?;
-        epoll::add(
-            &epoll,
-            &ticker,
-            EventData::new_u64(TICKER_TOKEN),
-            EventFlags::IN,
-        )?;
+        watch_input(&epoll, &ticker, TICKER_TOKEN)?;
         let shared = Arc::new(Shared {
             epoll,
             conns,
@@ -638,6 +629,7 @@ impl Progress for TcpLink {
                 self.shared.hot_until.store(until, Ordering::Relaxed);
             }
         }
+        let held_before = self.shared.bursts_held.load(Ordering::Relaxed);
         let any = EVENTS.with(|events| {
             let Ok(mut events) = events.try_borrow_mut() else {
                 return false; // re-entered from a handler
@@ -649,7 +641,10 @@ impl Progress for TcpLink {
         });
         // What this poll transmitted in a burst (the answers to a peer's Read Requests) is not
         // held past it: `evd_wait` polls again without looking for completions in between.
-        self.shared.flush_corked(false);
+        // Only then: another thread's bursts stay held while this one polls.
+        if self.shared.bursts_held.load(Ordering::Relaxed) != held_before {
+            self.shared.flush_corked(false);
+        }
         any
     }
 
