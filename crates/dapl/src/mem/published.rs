@@ -86,7 +86,8 @@ impl Published {
     /// A fresh, empty table (a memfd sealed against resizing).
     pub fn new() -> io::Result<Published> {
         let fd = crate::mem::region::sealed_memfd("dapl-rs-published", TABLE_LEN)?;
-        let mem = RegionMemory::map_shared(fd.as_fd(), TABLE_LEN)?;
+        // The memory table's own: nothing revokes it.
+        let mem = RegionMemory::map_shared(fd.as_fd(), TABLE_LEN)?.never_revoked();
         Ok(Published { fd, mem })
     }
 

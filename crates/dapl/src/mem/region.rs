@@ -33,7 +33,8 @@
 //! access that starts after the mark is refused without touching a byte. So once `revoke`
 //! returns, nothing in the process reads or writes the region again, however long work that
 //! resolved it before (a queued Read Response, a placement in another thread, a transmit
-//! backlog) lives on: caller memory may then be freed.
+//! backlog) lives on: caller memory may then be freed. Memory that nothing revokes (the shm
+//! link's rings, which only the link holds: [`RegionMemory::never_revoked`]) skips the count.
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout};
@@ -60,6 +61,9 @@ pub struct RegionMemory {
     /// A mapping without PROT_WRITE ([`RegionMemory::map_shared_read_only`]): every write
     /// entry point refuses it, so nothing stores into it (a store would fault).
     read_only: bool,
+    /// Accesses are counted in `state` (false only for [`RegionMemory::never_revoked`]
+    /// memory, which nothing revokes).
+    counted: bool,
 }
 
 /// Who frees a region's memory.
@@ -128,13 +132,17 @@ fn mmap_shared(fd: BorrowedFd<'_>, len: usize, writable: bool) -> io::Result<Non
 /// The bit of [`RegionMemory::state`] that marks a revoked region.
 const REVOKED: u64 = 1 << 63;
 
-/// One access in flight (see the module doc); ends when dropped.
-struct Access<'a>(&'a RegionMemory);
+/// One access in flight (see the module doc); ends when dropped. None: an access to memory
+/// that is never revoked, not counted.
+struct Access<'a>(Option<&'a RegionMemory>);
 
 impl Drop for Access<'_> {
     fn drop(&mut self) {
-        // Release: the access's reads and writes happen before a `revoke` that sees it ended.
-        self.0.state.fetch_sub(1, Ordering::Release);
+        if let Some(mem) = self.0 {
+            // Release: the access's reads and writes happen before a `revoke` that sees it
+            // ended.
+            mem.state.fetch_sub(1, Ordering::Release);
+        }
     }
 }
 
@@ -186,6 +194,7 @@ impl RegionMemory {
             len,
             owner: Owner::Alloc(layout),
             state: AtomicU64::new(0),
+            counted: true,
             read_only: false,
         })
     }
@@ -205,6 +214,7 @@ impl RegionMemory {
                 taken: AtomicBool::new(false),
             },
             state: AtomicU64::new(0),
+            counted: true,
             read_only: false,
         })
     }
@@ -244,6 +254,7 @@ impl RegionMemory {
             len,
             owner: Owner::Lent,
             state: AtomicU64::new(0),
+            counted: true,
             read_only: false,
         }
     }
@@ -258,6 +269,7 @@ impl RegionMemory {
             len,
             owner: Owner::Mapped,
             state: AtomicU64::new(0),
+            counted: true,
             read_only: false,
         })
     }
@@ -271,8 +283,18 @@ impl RegionMemory {
             len,
             owner: Owner::Mapped,
             state: AtomicU64::new(0),
+            counted: true,
             read_only: true,
         })
+    }
+
+    /// This region for memory that nothing ever revokes, because nobody but its owner (a link)
+    /// holds it and it lives as long as the owner does (the shm link's rings): accesses are
+    /// not counted, which saves two atomic read-modify-writes per copy. `revoke` must not
+    /// be called on it (it would not wait for the accesses in flight).
+    pub fn never_revoked(mut self) -> Self {
+        self.counted = false;
+        self
     }
 
     /// Allocates `len` zeroed bytes as [`allocate`](Self::allocate) does, but backed by a
@@ -296,6 +318,7 @@ impl RegionMemory {
                 map_len,
             },
             state: AtomicU64::new(0),
+            counted: true,
             read_only: false,
         })
     }
@@ -343,12 +366,17 @@ impl RegionMemory {
 
     /// Starts an access, or None if the region is revoked (then nothing may touch it).
     fn enter(&self) -> Option<Access<'_>> {
+        if !self.counted {
+            // Nothing revokes it (`never_revoked`): no count, and no read-modify-write (two per
+            // access, each dearer than a small copy).
+            return Some(Access(None));
+        }
         // Acquire pairs with `revoke`'s mark: an access that starts after it sees it. The
         // increment and the mark are read-modify-writes of one atomic, so one comes first:
         // either `revoke` then counts this access and waits for it, or this access sees
         // REVOKED and backs out.
         let prev = self.state.fetch_add(1, Ordering::Acquire);
-        let access = Access(self);
+        let access = Access(Some(self));
         if prev & REVOKED != 0 {
             return None; // `access` is dropped: the count goes back
         }
@@ -361,6 +389,7 @@ impl RegionMemory {
     /// socket call), so the wait is too, except for a [`Lease`], which its holder bounds (the
     /// shm link: docs/architecture.md, "The shm link"). Idempotent.
     pub fn revoke(&self) {
+        debug_assert!(self.counted, "a never_revoked region is revoked");
         self.state.fetch_or(REVOKED, Ordering::AcqRel);
         let mut spins = 0u32;
         // Acquire: the ended accesses' memory operations happen before this returns.
@@ -1092,7 +1121,9 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         // Release, as an access's end: a `revoke` that sees it gone may free the memory.
-        self.mem.state.fetch_sub(1, Ordering::Release);
+        if self.mem.counted {
+            self.mem.state.fetch_sub(1, Ordering::Release);
+        }
     }
 }
 

@@ -171,7 +171,8 @@ fn seqpacket() -> std::io::Result<OwnedFd> {
 fn new_ring() -> std::io::Result<(OwnedFd, Arc<RegionMemory>)> {
     let len = ring::mapping_len(RING_CAP);
     let fd = crate::mem::region::sealed_memfd("dapl-rs-shm-ring", len)?;
-    let mem = RegionMemory::map_shared(fd.as_fd(), len)?;
+    // The link's own: nothing revokes a ring (no access count per record).
+    let mem = RegionMemory::map_shared(fd.as_fd(), len)?.never_revoked();
     Ok((fd, Arc::new(mem)))
 }
 
@@ -184,7 +185,9 @@ fn map_peer_ring(fd: &OwnedFd) -> std::io::Result<Arc<RegionMemory>> {
     if !seals.contains(SealFlags::SHRINK) || (st.st_size as u64) < len as u64 {
         return Err(std::io::ErrorKind::InvalidData.into());
     }
-    Ok(Arc::new(RegionMemory::map_shared(fd.as_fd(), len)?))
+    Ok(Arc::new(
+        RegionMemory::map_shared(fd.as_fd(), len)?.never_revoked(),
+    ))
 }
 
 fn new_bell() -> std::io::Result<OwnedFd> {
@@ -507,7 +510,9 @@ fn map_sealed(fd: &OwnedFd, writable: bool) -> Option<Arc<RegionMemory>> {
     } else {
         RegionMemory::map_shared_read_only(fd.as_fd(), size)
     };
-    m.ok().map(Arc::new)
+    // A peer's memory or table as this link maps it: only the link holds the mapping, and
+    // nothing revokes it (a region the peer withdraws is refused by its table's generation).
+    m.ok().map(|m| Arc::new(m.never_revoked()))
 }
 
 /// One message on an established connection's socket (`Ctl::Msg`: its bytes and descriptors).
