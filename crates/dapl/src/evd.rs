@@ -64,6 +64,9 @@ pub(crate) struct EvdInner {
     cond: Condvar,
     /// A counted handle: an attached CNO lives while the EVD does.
     cno: Mutex<Option<Cno>>,
+    /// `cno` holds one (set under its lock): a push looks at `cno` only then, so an EVD
+    /// without a CNO takes no second lock per event.
+    has_cno: AtomicBool,
     fd: OnceLock<OwnedFd>,
     /// Endpoints, service points using the EVD (`free` is refused while any does).
     pub(crate) users: AtomicU32,
@@ -143,6 +146,7 @@ impl EvdInner {
                 fd_set: false,
             }),
             cond: Condvar::new(),
+            has_cno: AtomicBool::new(cno.is_some()),
             cno: Mutex::new(cno),
             fd: OnceLock::new(),
             users: AtomicU32::new(0),
@@ -195,7 +199,7 @@ impl EvdInner {
                     self.fd_signal(true);
                 }
             }
-            trigger_cno = signalled && s.enabled;
+            trigger_cno = signalled && s.enabled && self.has_cno.load(Ordering::Acquire);
             if signalled && s.waiters > 0 {
                 self.cond.notify_all();
             }
@@ -542,10 +546,11 @@ impl Evd {
     /// Attaches or detaches a CNO (`dat_evd_modify_cno`).
     pub fn modify_cno(&self, cno: Option<&Cno>) -> Result<()> {
         self.check("evd_modify_cno")?;
-        let old = std::mem::replace(
-            &mut *self.0.cno.lock().unwrap_or_else(|p| p.into_inner()),
-            cno.cloned(),
-        );
+        let old = {
+            let mut slot = self.0.cno.lock().unwrap_or_else(|p| p.into_inner());
+            self.0.has_cno.store(cno.is_some(), Ordering::Release);
+            std::mem::replace(&mut *slot, cno.cloned())
+        };
         // Dropped outside the lock: the last handle to a CNO frees it, which looks at EVDs.
         drop(old);
         Ok(())
@@ -632,7 +637,11 @@ impl EvdInner {
         if let Some(ia) = self.ia.upgrade() {
             ia.objects().evds.remove(&self.id);
         }
-        let cno = self.cno.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let cno = {
+            let mut slot = self.cno.lock().unwrap_or_else(|p| p.into_inner());
+            self.has_cno.store(false, Ordering::Release);
+            slot.take()
+        };
         drop(cno); // outside the lock, as in `modify_cno`
     }
 
