@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{Lent, Qp, ReadWork, ReqOp, SendWr};
+use super::{Lent, Qp, QpCore, ReadWork, ReqOp, SendWr};
 use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
 use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpState, RmrTriplet};
 
@@ -64,7 +64,11 @@ impl Qp {
                 if !matches!(c.state, EpState::Connected | EpState::DisconnectPending) {
                     return;
                 }
-                let Some(conn) = c.conn.clone() else { return };
+                // Cloned only for work (an atomic increment and decrement): the last look of
+                // a drain usually finds the queues empty.
+                let Some(conn_id) = c.conn.as_ref().map(|conn| conn.id()) else {
+                    return;
+                };
                 if c.tx_stalled {
                     return; // the link calls tx_drained when it has written its message
                 }
@@ -73,8 +77,9 @@ impl Qp {
                 // transmitting thread adds to `lent`): a Send or Write sent in this turn
                 // completes without looking again.
                 let lent_empty = c.lent.is_empty();
+                let conn = |c: &QpCore| c.conn.clone().expect("checked above");
                 if let Some(r) = c.irq.pop_front() {
-                    (Work::Resp(r), conn, more, lent_empty)
+                    (Work::Resp(r), conn(&c), more, lent_empty)
                 } else if let Some(head) = c.sq.front() {
                     if self.rnr_blocked.load(Ordering::SeqCst) {
                         return;
@@ -101,19 +106,19 @@ impl Qp {
                             remote: wr.remote,
                         };
                         c.orq.push_back(wr);
-                        (w, conn, more, lent_empty)
+                        (w, conn(&c), more, lent_empty)
                     } else {
                         // Until its outcome is recorded, an end from another thread waits
                         // (`finish_transmit`).
                         c.in_transmit = true;
-                        (Work::Wr(wr), conn, more, lent_empty)
+                        (Work::Wr(wr), conn(&c), more, lent_empty)
                     }
                 } else {
                     let graceful_done = c.state == EpState::DisconnectPending && !c.outstanding();
                     drop(c);
                     if graceful_done {
                         batch.flush(); // what was held goes out before the end
-                        self.end_connection_of(conn.id(), ConnectionEventKind::Disconnected, true);
+                        self.end_connection_of(conn_id, ConnectionEventKind::Disconnected, true);
                     }
                     return;
                 }
