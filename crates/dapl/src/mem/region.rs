@@ -64,6 +64,9 @@ pub struct RegionMemory {
     /// Accesses are counted in `state` (false only for [`RegionMemory::never_revoked`]
     /// memory, which nothing revokes).
     counted: bool,
+    /// The span of whole aligned words, offsets `lo..hi` ([`RegionMemory::word_span`]): fixed
+    /// by the address and length, so worked out once, not on every copy.
+    span: (usize, usize),
 }
 
 /// Who frees a region's memory.
@@ -180,6 +183,22 @@ unsafe impl Send for RegionMemory {}
 unsafe impl Sync for RegionMemory {}
 
 impl RegionMemory {
+    /// A region of `len` bytes at `ptr`, its accesses counted.
+    fn with_parts(ptr: NonNull<u8>, len: usize, owner: Owner, read_only: bool) -> Self {
+        let a = ptr.as_ptr() as usize;
+        let lo = a.next_multiple_of(WORD) - a;
+        let hi = (a + len) / WORD * WORD - a;
+        RegionMemory {
+            ptr,
+            len,
+            owner,
+            state: AtomicU64::new(0),
+            counted: true,
+            read_only,
+            span: if lo < hi { (lo, hi) } else { (len, len) },
+        }
+    }
+
     /// Allocates `len` zeroed bytes, page aligned. `len` must be > 0. Large allocations are
     /// served by the kernel lazily (the pages are not touched here).
     pub fn allocate(len: usize) -> Option<Self> {
@@ -189,14 +208,7 @@ impl RegionMemory {
         let layout = Layout::from_size_align(len, PAGE_SIZE).ok()?;
         // SAFETY: layout has a non-zero size (checked above).
         let p = unsafe { alloc::alloc_zeroed(layout) };
-        NonNull::new(p).map(|ptr| RegionMemory {
-            ptr,
-            len,
-            owner: Owner::Alloc(layout),
-            state: AtomicU64::new(0),
-            counted: true,
-            read_only: false,
-        })
+        NonNull::new(p).map(|ptr| RegionMemory::with_parts(ptr, len, Owner::Alloc(layout), false))
     }
 
     /// Takes an owned buffer as a region (None if it is empty). The buffer comes back with
@@ -206,17 +218,15 @@ impl RegionMemory {
             return None;
         }
         let mut v = ManuallyDrop::new(v);
-        Some(RegionMemory {
-            ptr: NonNull::new(v.as_mut_ptr())?,
-            len: v.len(),
-            owner: Owner::Vec {
+        Some(RegionMemory::with_parts(
+            NonNull::new(v.as_mut_ptr())?,
+            v.len(),
+            Owner::Vec {
                 cap: v.capacity(),
                 taken: AtomicBool::new(false),
             },
-            state: AtomicU64::new(0),
-            counted: true,
-            read_only: false,
-        })
+            false,
+        ))
     }
 
     /// True for a region made by [`from_vec`](Self::from_vec).
@@ -249,14 +259,7 @@ impl RegionMemory {
     /// whichever comes first; until then the caller must not create Rust references to it
     /// (the library and peers may write it at any time).
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
-        RegionMemory {
-            ptr,
-            len,
-            owner: Owner::Lent,
-            state: AtomicU64::new(0),
-            counted: true,
-            read_only: false,
-        }
+        RegionMemory::with_parts(ptr, len, Owner::Lent, false)
     }
 
     /// Maps the first `len` bytes of the file `fd` shared, for reading and writing: memory
@@ -264,28 +267,24 @@ impl RegionMemory {
     /// Every access from this process is atomic (module doc), so the other process's writes
     /// are never a data race here; what it writes is data to validate, never trusted.
     pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
-        Ok(RegionMemory {
-            ptr: mmap_shared(fd, len, true)?,
+        Ok(RegionMemory::with_parts(
+            mmap_shared(fd, len, true)?,
             len,
-            owner: Owner::Mapped,
-            state: AtomicU64::new(0),
-            counted: true,
-            read_only: false,
-        })
+            Owner::Mapped,
+            false,
+        ))
     }
 
     /// Maps the first `len` bytes of the file `fd` shared and read-only (no PROT_WRITE: a
     /// peer's memory it may only read, or a table it publishes). Every write entry point
     /// (`copy_in`, `fill`, a copy into it, receives and pulls into it, `word`) refuses it.
     pub fn map_shared_read_only(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
-        Ok(RegionMemory {
-            ptr: mmap_shared(fd, len, false)?,
+        Ok(RegionMemory::with_parts(
+            mmap_shared(fd, len, false)?,
             len,
-            owner: Owner::Mapped,
-            state: AtomicU64::new(0),
-            counted: true,
-            read_only: true,
-        })
+            Owner::Mapped,
+            true,
+        ))
     }
 
     /// This region for memory that nothing ever revokes, because nobody but its owner (a link)
@@ -309,18 +308,16 @@ impl RegionMemory {
         let map_len = len.next_multiple_of(PAGE_SIZE);
         let fd = sealed_memfd("dapl-rs-lmr", map_len)?;
         let ptr = mmap_shared(fd.as_fd(), map_len, true)?;
-        Ok(RegionMemory {
+        Ok(RegionMemory::with_parts(
             ptr,
             len,
-            owner: Owner::Memfd {
+            Owner::Memfd {
                 fd,
                 id: NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed),
                 map_len,
             },
-            state: AtomicU64::new(0),
-            counted: true,
-            read_only: false,
-        })
+            false,
+        ))
     }
 
     /// The file behind an [`allocate_shared`](Self::allocate_shared) region and its id
@@ -672,14 +669,7 @@ impl RegionMemory {
     /// the first offset whose address is a multiple of [`WORD`]); below `lo` and from `hi` on,
     /// bytes are accessed one by one. `lo == hi` when no word fits.
     fn word_span(&self) -> (usize, usize) {
-        let a = self.ptr.as_ptr() as usize;
-        let lo = a.next_multiple_of(WORD) - a;
-        let hi = (a + self.len) / WORD * WORD - a;
-        if lo < hi {
-            (lo, hi)
-        } else {
-            (self.len, self.len)
-        }
+        self.span
     }
 
     /// The byte at `off` as an atomic.
