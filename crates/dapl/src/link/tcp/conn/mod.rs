@@ -457,7 +457,11 @@ impl TcpConn {
 
     /// Completes a `shut` that found `rx` locked, once the receive path has let go of it.
     fn apply_pending_shut(&self) {
-        if self.shut_pending.swap(false, Ordering::SeqCst) {
+        // A load first: the swap (an atomic read-modify-write, on every pass of the receive
+        // path) only when a shut is pending.
+        if self.shut_pending.load(Ordering::SeqCst)
+            && self.shut_pending.swap(false, Ordering::SeqCst)
+        {
             self.close_rx(&mut lock(&self.rx));
         }
     }
