@@ -63,10 +63,26 @@ impl<C: Counter> Turns<C> {
     /// Asks for a drain: runs `drain` in this thread (again, as long as others asked
     /// meanwhile) if nobody drains now; otherwise returns at once, the draining thread then
     /// runs it once more after this call.
-    pub(crate) fn run(&self, mut drain: impl FnMut()) {
+    pub(crate) fn run(&self, drain: impl FnMut()) {
         if self.0.fetch_add(1, Ordering::AcqRel) != 0 {
             return; // the draining thread sees this request when it tries to let go
         }
+        self.run_taken(drain);
+    }
+
+    /// Takes the turn if nobody drains now (one compare-exchange): then the caller drains
+    /// with [`run_taken`](Self::run_taken). A poster that holds the QP's lock already takes a
+    /// free turn this way and its drain goes on under that lock, rather than letting go of it
+    /// and taking it again.
+    pub(crate) fn try_take(&self) -> bool {
+        self.0
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Drains in this thread, which holds the turn ([`try_take`](Self::try_take), or `run`'s
+    /// increment from 0), again as long as others asked meanwhile, then lets go.
+    pub(crate) fn run_taken(&self, mut drain: impl FnMut()) {
         let mut seen = 1;
         loop {
             drain();
@@ -120,6 +136,17 @@ mod loom_models {
             self.queued[i].store(1, Ordering::Relaxed);
             self.turns.run(|| self.drain());
         }
+
+        /// A poster that queues its item and takes a free turn (`try_take`) rather than
+        /// asking, as `Qp::post_send` does under the QP's lock; else it asks as `post` does.
+        fn post_taking(&self, i: usize) {
+            self.queued[i].store(1, Ordering::Relaxed);
+            if self.turns.try_take() {
+                self.turns.run_taken(|| self.drain());
+            } else {
+                self.turns.run(|| self.drain());
+            }
+        }
     }
 
     /// Three threads each queue an item and ask for a drain: once all have returned, every
@@ -141,6 +168,32 @@ mod loom_models {
                 })
                 .collect();
             q.post(0);
+            for t in others {
+                t.join().unwrap();
+            }
+            for (i, t) in q.taken.iter().enumerate() {
+                assert_eq!(t.load(Ordering::Relaxed), 1, "item {i} was never drained");
+            }
+        });
+    }
+
+    /// As above with two posters taking a free turn (`try_take`) and one asking.
+    #[test]
+    fn loom_posters_that_take_a_free_turn_lose_no_request() {
+        loom::model(|| {
+            let q = Arc::new(Queue {
+                turns: Turns::with(LoomUsize::new(0)),
+                queued: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
+                taken: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
+                draining: LoomUsize::new(0),
+            });
+            let others: Vec<_> = (1..3)
+                .map(|i| {
+                    let q = q.clone();
+                    thread::spawn(move || if i == 1 { q.post_taking(i) } else { q.post(i) })
+                })
+                .collect();
+            q.post_taking(0);
             for t in others {
                 t.join().unwrap();
             }

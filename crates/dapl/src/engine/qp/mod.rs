@@ -580,8 +580,7 @@ impl Qp {
             return Err(PostError::QueueFull(c.attr.max_request_dtos));
         }
         c.sq.push_back(wr);
-        drop(c);
-        self.pump();
+        self.pump_locked(c);
         Ok(())
     }
 
