@@ -81,8 +81,13 @@ impl Faulty {
     }
 }
 
-impl Connection for Faulty {
-    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+impl Faulty {
+    /// The plan's faults for `msg`, else `msg` goes on by `pass`.
+    fn transmit_by<'a>(
+        &self,
+        msg: OutMsg<'a>,
+        pass: impl FnOnce(OutMsg<'a>) -> TxOutcome,
+    ) -> TxOutcome {
         if self.cut.load(Ordering::SeqCst) {
             return TxOutcome::Broken;
         }
@@ -100,7 +105,17 @@ impl Connection for Faulty {
         if let Some(d) = self.plan.delay {
             std::thread::sleep(d);
         }
-        self.inner.transmit(msg)
+        pass(msg)
+    }
+}
+
+impl Connection for Faulty {
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        self.transmit_by(msg, |m| self.inner.transmit(m))
+    }
+
+    fn transmit_unreported(&self, msg: OutMsg<'_>) -> TxOutcome {
+        self.transmit_by(msg, |m| self.inner.transmit_unreported(m))
     }
 
     fn sent_completed(&self) {

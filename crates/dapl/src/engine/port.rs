@@ -110,6 +110,13 @@ pub(crate) trait Connection: Send + Sync {
     /// is queued (and have its answer, or the end of the connection, reported first) may hold
     /// the message back until this call. A connection that wraps another must pass it on.
     fn sent_completed(&self) {}
+    /// [`transmit`](Self::transmit) of a Send or Write whose successful completion is not
+    /// reported (SUPPRESS): nothing of this side's can come after the peer's answer, so a link
+    /// that holds messages until [`sent_completed`](Self::sent_completed) need not hold this
+    /// one. A connection that wraps another must pass it on.
+    fn transmit_unreported(&self, msg: OutMsg<'_>) -> TxOutcome {
+        self.transmit(msg)
+    }
     /// More messages follow at once (the engine has more work queued for this connection):
     /// until [`Connection::flush`], the link may hold back the messages `transmit` reports
     /// `Sent` and write them together (the tcp link: one `sendmsg` for a batch of small

@@ -220,8 +220,12 @@ impl Qp {
                 }
                 Work::Wr(wr) => {
                     let wakes = self.rnr_wakes.load(Ordering::SeqCst);
+                    let transmit = |msg| match wr.flags.contains(CompletionFlags::SUPPRESS) {
+                        true => conn.transmit_unreported(msg),
+                        false => conn.transmit(msg),
+                    };
                     let out = match wr.op {
-                        ReqOp::Send | ReqOp::SendInvalidate(_) => conn.transmit(OutMsg::Send {
+                        ReqOp::Send | ReqOp::SendInvalidate(_) => transmit(OutMsg::Send {
                             solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
                             invalidate: match wr.op {
                                 ReqOp::SendInvalidate(stag) => Some(stag),
@@ -229,14 +233,14 @@ impl Qp {
                             },
                             payload: Payload::Segs(&wr.segs),
                         }),
-                        ReqOp::WriteImmed(immediate) => conn.transmit(OutMsg::WriteImmed {
+                        ReqOp::WriteImmed(immediate) => transmit(OutMsg::WriteImmed {
                             stag: wr.remote.rmr_context.0,
                             to: wr.remote.virtual_address,
                             payload: Payload::Segs(&wr.segs),
                             immediate,
                             solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
                         }),
-                        _ => conn.transmit(OutMsg::Write {
+                        _ => transmit(OutMsg::Write {
                             stag: wr.remote.rmr_context.0,
                             to: wr.remote.virtual_address,
                             payload: Payload::Segs(&wr.segs),

@@ -1606,6 +1606,9 @@ pub(crate) struct ShmConn {
     peer_pulls: AtomicBool,
     /// Lent messages wait for the peer to consume them (`settle`).
     lending: AtomicBool,
+    /// Set with `Tx::held` by `transmit` and cleared by `sent_completed`, in the engine's
+    /// transmitting thread: `sent_completed` takes the lock only when something was held.
+    held_any: AtomicBool,
     /// The peer's published table (read-only), if both IAs map library memory.
     peer_table: Option<Arc<RegionMemory>>,
     /// The peer endpoint's PZ, as its handshake said: what its table's entries must name.
@@ -1706,6 +1709,7 @@ impl ShmConn {
             we_pull: pulls.we_pull,
             peer_pulls: AtomicBool::new(pulls.peer_pulls),
             lending: AtomicBool::new(false),
+            held_any: AtomicBool::new(false),
             peer_table: peer_mem.table,
             peer_pz: peer_mem.pz,
             maps: Mutex::new(Maps {
@@ -2550,8 +2554,10 @@ impl ShmConn {
     }
 }
 
-impl Connection for ShmConn {
-    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+impl ShmConn {
+    /// `transmit`; `may_hold`: a Send or Write may be held until `sent_completed` (its
+    /// completion is reported).
+    fn transmit_as(&self, msg: OutMsg<'_>, may_hold: bool) -> TxOutcome {
         let placed = match self.direct(&msg) {
             Direct::Ring => false,
             Direct::Done(out) => return out,
@@ -2671,7 +2677,7 @@ impl Connection for ShmConn {
         // A Send or Write that fits is published only once the engine has queued its
         // completion (`sent_completed`): the peer cannot answer it (or end the connection
         // after it) before this side reports it complete.
-        let hold = matches!(job.hdr.kind, Kind::Send | Kind::Write);
+        let hold = may_hold && matches!(job.hdr.kind, Kind::Send | Kind::Write);
         // Written from the engine's borrowed payload; only a message that must wait for room
         // keeps its own copy of the segment list.
         let pushed = job.push(&mut tx.ring);
@@ -2681,6 +2687,7 @@ impl Connection for ShmConn {
         let outcome = match pushed {
             Ok(true) if hold => {
                 tx.held = true;
+                self.held_any.store(true, Ordering::Relaxed);
                 return TxOutcome::Sent;
             }
             Ok(true) => TxOutcome::Sent,
@@ -2694,9 +2701,25 @@ impl Connection for ShmConn {
         self.notify_peer(&tx);
         outcome
     }
+}
+
+impl Connection for ShmConn {
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        self.transmit_as(msg, true)
+    }
+
+    fn transmit_unreported(&self, msg: OutMsg<'_>) -> TxOutcome {
+        self.transmit_as(msg, false)
+    }
 
     fn sent_completed(&self) {
+        // Only this thread holds records back (the engine's transmit turn), so a flag it
+        // cleared says there is nothing to publish without taking the lock.
+        if !self.held_any.load(Ordering::Relaxed) {
+            return;
+        }
         let mut tx = lock(&self.tx);
+        self.held_any.store(false, Ordering::Relaxed);
         if std::mem::take(&mut tx.held) {
             tx.ring.publish();
             self.notify_peer(&tx);
