@@ -2555,9 +2555,64 @@ impl ShmConn {
 }
 
 impl ShmConn {
+    /// The common small message: a Send of one segment that fits in one record, written
+    /// straight from its segment (no job, no segment walk). None when the ring has no room:
+    /// the caller then takes the general path, which queues it.
+    fn send_one_record(
+        &self,
+        solicited: bool,
+        invalidate: Option<u32>,
+        seg: &Seg,
+        may_hold: bool,
+    ) -> Option<TxOutcome> {
+        let mut hdr = Header::new(Kind::Send);
+        hdr.flags = LAST;
+        if solicited {
+            hdr.flags |= SOLICITED;
+        }
+        if let Some(stag) = invalidate {
+            hdr.flags |= INVALIDATE;
+            hdr.stag = stag;
+        }
+        let mut tx = lock(&self.tx);
+        if tx.closed || tx.close.is_some() {
+            return Some(TxOutcome::Broken);
+        }
+        debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
+        let pushed = tx
+            .ring
+            .push_small(hdr, seg.len, |buf| seg.region.copy_out(seg.offset, buf));
+        match pushed {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(_) => return Some(TxOutcome::Failed(DtoStatus::LocalProtection)),
+        }
+        tx.dto_until = tx.ring.position();
+        if may_hold {
+            tx.held = true;
+            self.held_any.store(true, Ordering::Relaxed);
+        } else {
+            tx.ring.publish();
+            self.notify_peer(&tx);
+        }
+        Some(TxOutcome::Sent)
+    }
+
     /// `transmit`; `may_hold`: a Send or Write may be held until `sent_completed` (its
     /// completion is reported).
     fn transmit_as(&self, msg: OutMsg<'_>, may_hold: bool) -> TxOutcome {
+        if let OutMsg::Send {
+            solicited,
+            invalidate,
+            payload: Payload::Segs([seg]),
+        } = msg
+        {
+            if ring::HDR + seg.len <= ring::SMALL_RECORD {
+                if let Some(out) = self.send_one_record(solicited, invalidate, seg, may_hold) {
+                    return out;
+                }
+            }
+        }
         let placed = match self.direct(&msg) {
             Direct::Ring => false,
             Direct::Done(out) => return out,
