@@ -1206,17 +1206,14 @@ impl Progress for ShmLink {
                 return false; // re-entered from a handler (its poll opened the windows)
             };
             let conns_with_input = |ready: &mut Vec<Arc<ShmConn>>, until: Option<u64>| {
-                ready.extend(
-                    lock(&self.shared.conns)
-                        .iter()
-                        .inspect(|c| {
-                            if let Some(u) = until {
-                                ring::poll_until(&c.inbound, u);
-                            }
-                        })
-                        .filter(|c| c.has_input())
-                        .cloned(),
-                )
+                for c in lock(&self.shared.conns).iter() {
+                    if let Some(u) = until {
+                        ring::poll_until(&c.inbound, u);
+                    }
+                    if c.has_input() {
+                        ready.push(c.clone());
+                    }
+                }
             };
             if refresh {
                 // The IA's window, then every ring's, then the look: if another consumer went
