@@ -1807,13 +1807,8 @@ impl ShmConn {
     }
 
     /// Rings the peer's doorbell for records just published, unless it polls its ring.
-    ///
-    /// The coarse clock: a window read as still open for up to a tick after it ran out only
-    /// skips a doorbell that the consumer's progress thread makes up for when the window ends (it stops
-    /// the polling and handles what came: `Shared::end_polling`), as for any consumer that
-    /// stops polling without saying so.
     fn notify_peer(&self, tx: &Tx) {
-        if tx.ring.needs_bell(crate::link::mono_coarse_ns()) {
+        if tx.ring.needs_bell(mono_ns()) {
             ring_bell(&self.peer_bell);
         }
     }
