@@ -187,7 +187,9 @@ impl RegionMemory {
     fn with_parts(ptr: NonNull<u8>, len: usize, owner: Owner, read_only: bool) -> Self {
         let a = ptr.as_ptr() as usize;
         let lo = a.next_multiple_of(WORD) - a;
-        let hi = (a + len) / WORD * WORD - a;
+        // Saturating: a region too small to hold a word boundary (1 byte at an address ending
+        // in 5) has its last boundary below its start.
+        let hi = ((a + len) / WORD * WORD).saturating_sub(a);
         RegionMemory {
             ptr,
             len,
@@ -1560,6 +1562,20 @@ mod tests {
         let mut v = vec![0u8; r.len()];
         assert!(r.copy_out(0, &mut v));
         v
+    }
+
+    #[test]
+    fn a_region_of_a_few_bytes_between_two_word_boundaries_has_no_words_and_copies_by_bytes() {
+        let backing = RegionMemory::allocate(4 * WORD).unwrap();
+        for (skew, len) in [(5, 1), (5, 3), (1, 6), (WORD + 7, 1)] {
+            let r = part_of(&backing, skew, len);
+            assert_eq!(r.word_span(), (len, len), "skew {skew} len {len}");
+            assert!(r.word(0).is_none() && r.load_word(0, Ordering::Relaxed).is_none());
+            let src: Vec<u8> = (1..=len as u8).collect();
+            assert!(r.copy_in(0, &src));
+            assert_eq!(bytes_of(&r), src);
+            assert_eq!(bytes_of(&backing)[skew..skew + len], src[..]);
+        }
     }
 
     #[test]

@@ -2571,6 +2571,9 @@ impl ShmConn {
             return Some(TxOutcome::Broken);
         }
         debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
+        // What an earlier transmit held went out at its `sent_completed`: publishing now never
+        // publishes a record whose completion is not queued yet.
+        debug_assert!(!tx.held, "sent_completed follows every held transmit");
         let pushed = tx
             .ring
             .push_small(hdr, seg.len, |buf| seg.region.copy_out(seg.offset, buf));
@@ -2615,6 +2618,7 @@ impl ShmConn {
             return TxOutcome::Broken;
         }
         debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
+        debug_assert!(!tx.held, "sent_completed follows every held transmit");
         let at = |kind, stag, a| {
             let mut h = Header::new(kind);
             h.stag = stag;
