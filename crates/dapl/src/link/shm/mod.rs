@@ -646,6 +646,9 @@ pub(crate) struct Shared {
     conns: Mutex<Vec<Arc<ShmConn>>>,
     /// Until when (`mono_ns`) a consumer of this IA polls the rings (0: none does).
     hot_until: AtomicU64,
+    /// 1 while the progress thread sleeps with no window open (its idle timeout, not a window's
+    /// end): a consumer that opens the window then kicks it (`wake::begin_idle`).
+    idle_sleep: AtomicU64,
     stop: AtomicBool,
     next_token: AtomicU64,
 }
@@ -675,6 +678,7 @@ impl ShmLink {
             listeners: Mutex::new(HashMap::new()),
             conns: Mutex::new(Vec::new()),
             hot_until: AtomicU64::new(0),
+            idle_sleep: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             next_token: AtomicU64::new(1),
         });
@@ -1040,9 +1044,17 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
         let timeout = if hot > now {
             ((hot - now).div_ceil(1_000_000) as i32).clamp(1, 200)
         } else {
+            // The idle sleep, unless a consumer opened a window meanwhile: it kicks the thread
+            // if it sees the mark (`wake::begin_idle`), so a window opened during the sleep is
+            // looked at when it ends, not up to 200 ms later.
+            if !wake::begin_idle(&shared.idle_sleep, &shared.hot_until) {
+                continue;
+            }
             200
         };
-        if epoll::wait(&shared.epoll, &mut events, timeout).is_err() {
+        let woke = epoll::wait(&shared.epoll, &mut events, timeout);
+        shared.idle_sleep.store(0, Ordering::SeqCst);
+        if woke.is_err() {
             continue;
         }
         for ev in &events {
@@ -1200,7 +1212,8 @@ impl Progress for ShmLink {
         // most those few polls early (the progress thread then looks).
         let n = POLLS.get();
         POLLS.set(n.wrapping_add(1));
-        let refresh = n % WINDOW_EVERY == 0 || self.shared.hot_until.load(Ordering::Relaxed) == 0;
+        let opens = self.shared.hot_until.load(Ordering::Relaxed) == 0;
+        let refresh = n % WINDOW_EVERY == 0 || opens;
         READY.with(|ready| {
             let Ok(mut ready) = ready.try_borrow_mut() else {
                 return false; // re-entered from a handler (its poll opened the windows)
@@ -1226,6 +1239,12 @@ impl Progress for ShmLink {
                     || conns_with_input(&mut ready, Some(until)),
                     || self.shared.end_polling(false),
                 );
+                // A window opened while the progress thread sleeps idle: it must wake when
+                // the window ends, in case this consumer stops polling without a word (a
+                // `wait_fd` user) and a record comes that no doorbell announces.
+                if opens && wake::kick_idle(&self.shared.idle_sleep) {
+                    ring_bell(&self.shared.kick);
+                }
             } else {
                 conns_with_input(&mut ready, None);
             }

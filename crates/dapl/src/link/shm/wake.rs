@@ -17,6 +17,10 @@
 //! - [`poll_window`], [`still_open`] and [`close_window`] / [`expire_window`]: whoever writes a
 //!   ring's window looks at the IA's window after writing it and stops the rings itself if the
 //!   window was closed meanwhile; whoever closes the IA's window stops the rings after it.
+//! - [`begin_idle`] and [`poll_window`]'s look: the progress thread that goes to sleep with no
+//!   window open marks it and looks at the IA's window once more; a consumer that opened the
+//!   window from closed then finds the mark ([`kick_idle`]) and wakes the thread, so that it
+//!   looks at the rings when the window ends.
 //!
 //! Where one of the two is a Release store or an Acquire load (a publish, a head) the C++
 //! model needs the fences. Where both sides' accesses are SeqCst (the IA's window) it orders
@@ -174,6 +178,28 @@ pub(crate) fn expire_window<W: Word>(hot: &W, seen: u64, now_ns: u64) -> bool {
     hot.store(0, Ordering::SeqCst);
     W::fence(Ordering::SeqCst);
     true
+}
+
+/// The progress thread is about to sleep with no window open (its idle timeout): marks `idle`,
+/// then looks at the IA's window once more. False if a consumer opened one meanwhile: the
+/// thread then waits for that window's end instead. Fenced against [`poll_window`]'s look
+/// ([`still_open`]): of a consumer opening the window and the thread going to sleep idle, the
+/// consumer finds the mark ([`kick_idle`]) or the thread finds the window.
+pub(crate) fn begin_idle<W: Word>(idle: &W, hot: &W) -> bool {
+    idle.store(1, Ordering::SeqCst);
+    W::fence(Ordering::SeqCst);
+    if hot.load(Ordering::SeqCst) != 0 {
+        idle.store(0, Ordering::SeqCst);
+        return false;
+    }
+    true
+}
+
+/// After [`poll_window`] opened the IA's window from closed: true if the progress thread sleeps
+/// idle ([`begin_idle`]) and must be woken, so that it looks at the rings when this window
+/// ends (its consumer may stop polling without a word, leaving records no doorbell announced).
+pub(crate) fn kick_idle<W: Word>(idle: &W) -> bool {
+    idle.load(Ordering::SeqCst) != 0
 }
 
 #[cfg(test)]
@@ -495,6 +521,25 @@ mod loom_models {
             ia.poll(NOW + 8 * POLL_REFRESH_NS);
             progress.join().unwrap();
             ia.check();
+        });
+    }
+
+    /// A consumer opens the IA's window (from closed) while the progress thread goes to sleep
+    /// idle: either the thread sees the window and does not sleep idle, or the consumer sees the
+    /// thread's mark and wakes it. (Fails without the fence in `begin_idle`.)
+    #[test]
+    fn loom_a_window_opened_during_the_idle_sleep_wakes_the_progress_thread() {
+        loom::model(|| {
+            let (hot, idle) = (Arc::new(W::new(0)), Arc::new(W::new(0)));
+            let (h, i) = (hot.clone(), idle.clone());
+            let thread = thread::spawn(move || begin_idle(&*i, &*h));
+            poll_window(&*hot, NOW + 1, || (), || ());
+            let kicked = kick_idle(&*idle);
+            let slept_idle = thread.join().unwrap();
+            assert!(
+                !slept_idle || kicked,
+                "the thread sleeps idle through a window nobody woke it for"
+            );
         });
     }
 }

@@ -1,0 +1,56 @@
+//! The shm link's polling windows (docs/architecture.md, "The shm link", "Progress"): a
+//! consumer that polls an empty EVD opens a window (4 ms) during which producers skip the
+//! doorbell, since it reads the rings itself. One that then stops polling without going to
+//! sleep in the library (a `wait_fd` user waiting in its own epoll, an async task) leaves a
+//! message sent into the window to the link's progress thread, which must handle it when the
+//! window ends, even if it was asleep when the window opened.
+
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use dapl::*;
+use dapl_testkit::kit::*;
+
+/// Far above a window (4 ms) and what a loaded machine adds to it; far below the progress
+/// thread's idle sleep (200 ms), which a window opened behind its back used to cost.
+const BOUND: Duration = Duration::from_millis(100);
+
+#[test]
+fn a_send_into_a_window_its_consumer_abandons_is_delivered_when_the_window_ends() {
+    let p = Pair::new("shm");
+    let (src, inbox) = (p.a.lmr(64), p.b.lmr(64));
+    src.write(0, b"windowed").unwrap();
+    let fd = p.b.recv_evd.wait_fd().unwrap();
+    for round in 0..3u64 {
+        p.b.ep
+            .post_recv(&[inbox.triplet(0, 64)], round, CompletionFlags::empty())
+            .unwrap();
+        // Quiet: b's progress thread goes to its idle sleep (no window open, nothing to do).
+        std::thread::sleep(Duration::from_millis(20));
+        // One poll of b's empty EVD opens the window; then b waits on the EVD's fd alone.
+        assert!(p.b.recv_evd.dequeue().unwrap().is_none());
+        p.a.ep
+            .post_send(&[src.triplet(0, 8)], round, CompletionFlags::SUPPRESS)
+            .unwrap();
+        let t0 = Instant::now();
+        let borrowed = fd.as_fd();
+        let mut pfd = [rustix::event::PollFd::new(
+            &borrowed,
+            rustix::event::PollFlags::IN,
+        )];
+        let n = rustix::event::poll(&mut pfd, 1000).unwrap();
+        let waited = t0.elapsed();
+        assert_eq!(n, 1, "round {round}: no completion signalled in 1 s");
+        assert!(
+            waited < BOUND,
+            "round {round}: the message waited {waited:?} for a window nobody polled"
+        );
+        let c = p.b.recv_done();
+        assert_eq!(
+            (c.cookie.0, c.status, c.transferred_length),
+            (round, DtoStatus::Success, 8)
+        );
+        assert_eq!(inbox.to_vec(0, 8).unwrap(), b"windowed");
+    }
+    p.close();
+}
