@@ -61,17 +61,7 @@ fn small_sends_that_find_the_ring_full_wait_and_arrive_whole_and_in_order() {
             .unwrap();
     }
     for m in 0..N {
-        let len = SIZES[m % SIZES.len()];
-        let c = p.b.recv_done();
-        assert_eq!(
-            (c.cookie.0, c.status, c.transferred_length),
-            (m as u64, DtoStatus::Success, len as u64),
-            "message {m}"
-        );
-        assert!(
-            inbox.to_vec(m * SLOT, len).unwrap() == message_bytes(m, len),
-            "message {m} ({len} bytes) arrived changed"
-        );
+        p.b.expect_message(&inbox, m * SLOT, m, SIZES[m % SIZES.len()]);
     }
     for m in (9..N).step_by(10) {
         let c = p.a.req_done();

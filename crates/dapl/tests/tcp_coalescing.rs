@@ -71,17 +71,7 @@ fn bursts_arrive_whole_and_in_order(ia_name: &str, rounds: usize) -> u64 {
         );
         for k in 0..N {
             let m = round * N + k;
-            let len = SIZES[m % SIZES.len()];
-            let c = p.b.recv_done();
-            assert_eq!(
-                (c.cookie.0, c.status, c.transferred_length),
-                (m as u64, DtoStatus::Success, len as u64),
-                "message {m}"
-            );
-            assert!(
-                b_inbox.to_vec(k * RECV_LEN, len).unwrap() == message_bytes(m, len),
-                "message {m} ({len} bytes) arrived changed"
-            );
+            p.b.expect_message(&b_inbox, k * RECV_LEN, m, SIZES[m % SIZES.len()]);
         }
         held = dapl::testing::tcp_bursts_held(&p.a.ia);
         if held > 0 {

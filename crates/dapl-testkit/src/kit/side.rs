@@ -1,8 +1,8 @@
 //! One side of a test (an IA with its objects and one endpoint) and a connected pair of them.
 
 use dapl::{
-    CloseFlags, ConnQual, ConnectionEvent, ConnectionEventKind, DtoCompletion, Endpoint, EpAttr,
-    Evd, EvdFlags, IaAddress, InterfaceAdapter, Lmr, MemPriv, Pz, ServicePoint,
+    CloseFlags, ConnQual, ConnectionEvent, ConnectionEventKind, DtoCompletion, DtoStatus, Endpoint,
+    EpAttr, Evd, EvdFlags, IaAddress, InterfaceAdapter, Lmr, MemPriv, Pz, ServicePoint,
 };
 
 use super::connect::{connect, expect_conn, listen, End};
@@ -102,6 +102,23 @@ impl Side {
     #[track_caller]
     pub fn req_done(&self) -> DtoCompletion {
         Self::dto(&self.req_evd)
+    }
+
+    /// Waits for the next receive completion and checks that it is message `m` of `len` bytes
+    /// (its receive posted with cookie `m`), placed whole at `at` in `inbox`
+    /// ([`message_bytes`](super::message_bytes)).
+    #[track_caller]
+    pub fn expect_message(&self, inbox: &Lmr, at: usize, m: usize, len: usize) {
+        let c = self.recv_done();
+        assert_eq!(
+            (c.cookie.0, c.status, c.transferred_length),
+            (m as u64, DtoStatus::Success, len as u64),
+            "message {m}"
+        );
+        assert!(
+            inbox.to_vec(at, len).unwrap() == super::message_bytes(m, len),
+            "message {m} ({len} bytes) arrived changed"
+        );
     }
 
     /// Closes the IA (abrupt: everything on it goes).

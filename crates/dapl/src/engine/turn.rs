@@ -118,6 +118,22 @@ mod loom_models {
     }
 
     impl Queue {
+        fn new() -> Arc<Queue> {
+            Arc::new(Queue {
+                turns: Turns::with(LoomUsize::new(0)),
+                queued: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
+                taken: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
+                draining: LoomUsize::new(0),
+            })
+        }
+
+        /// Every item was taken by a drain.
+        fn all_taken(&self) {
+            for (i, t) in self.taken.iter().enumerate() {
+                assert_eq!(t.load(Ordering::Relaxed), 1, "item {i} was never drained");
+            }
+        }
+
         fn drain(&self) {
             assert_eq!(
                 self.draining.fetch_add(1, Ordering::Relaxed),
@@ -155,12 +171,7 @@ mod loom_models {
     #[test]
     fn loom_no_request_to_drain_is_lost_and_drains_never_overlap() {
         loom::model(|| {
-            let q = Arc::new(Queue {
-                turns: Turns::with(LoomUsize::new(0)),
-                queued: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
-                taken: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
-                draining: LoomUsize::new(0),
-            });
+            let q = Queue::new();
             let others: Vec<_> = (1..3)
                 .map(|i| {
                     let q = q.clone();
@@ -171,9 +182,7 @@ mod loom_models {
             for t in others {
                 t.join().unwrap();
             }
-            for (i, t) in q.taken.iter().enumerate() {
-                assert_eq!(t.load(Ordering::Relaxed), 1, "item {i} was never drained");
-            }
+            q.all_taken();
         });
     }
 
@@ -181,12 +190,7 @@ mod loom_models {
     #[test]
     fn loom_posters_that_take_a_free_turn_lose_no_request() {
         loom::model(|| {
-            let q = Arc::new(Queue {
-                turns: Turns::with(LoomUsize::new(0)),
-                queued: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
-                taken: [LoomUsize::new(0), LoomUsize::new(0), LoomUsize::new(0)],
-                draining: LoomUsize::new(0),
-            });
+            let q = Queue::new();
             let others: Vec<_> = (1..3)
                 .map(|i| {
                     let q = q.clone();
@@ -197,9 +201,7 @@ mod loom_models {
             for t in others {
                 t.join().unwrap();
             }
-            for (i, t) in q.taken.iter().enumerate() {
-                assert_eq!(t.load(Ordering::Relaxed), 1, "item {i} was never drained");
-            }
+            q.all_taken();
         });
     }
 }
