@@ -1,5 +1,5 @@
 //! Small Sends over the shm link: a Send of one segment that fits in one ring record is written
-//! straight from its segment (`ShmConn::send_one_record`); when the peer's ring is full it
+//! straight from its segment (`ShmConn::transmit_as`); when the peer's ring is full it
 //! takes the general path, which queues it until the peer frees room. Whatever path each took,
 //! every message arrives whole and in order, and every completion asked for comes.
 

@@ -2566,67 +2566,21 @@ impl ShmConn {
 }
 
 impl ShmConn {
-    /// The common small message: a Send of one segment that fits in one record, written
-    /// straight from its segment (no job, no segment walk). None when the ring has no room:
-    /// the caller then takes the general path, which queues it.
-    fn send_one_record(
-        &self,
-        solicited: bool,
-        invalidate: Option<u32>,
-        seg: &Seg,
-        may_hold: bool,
-    ) -> Option<TxOutcome> {
-        let mut hdr = Header::new(Kind::Send);
-        hdr.flags = LAST;
-        if solicited {
-            hdr.flags |= SOLICITED;
-        }
-        if let Some(stag) = invalidate {
-            hdr.flags |= INVALIDATE;
-            hdr.stag = stag;
-        }
-        let mut tx = lock(&self.tx);
-        if tx.closed || tx.close.is_some() {
-            return Some(TxOutcome::Broken);
-        }
-        debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
-        // What an earlier transmit held went out at its `sent_completed`: publishing now never
-        // publishes a record whose completion is not queued yet.
-        debug_assert!(!tx.held, "sent_completed follows every held transmit");
-        let pushed = tx
-            .ring
-            .push_small(hdr, seg.len, |buf| seg.region.copy_out(seg.offset, buf));
-        match pushed {
-            Ok(true) => {}
-            Ok(false) => return None,
-            Err(_) => return Some(TxOutcome::Failed(DtoStatus::LocalProtection)),
-        }
-        tx.dto_until = tx.ring.position();
-        if may_hold {
+    /// A pushed Send or Write is sent: held until `sent_completed` if `hold`, else published.
+    fn sent(&self, tx: &mut Tx, hold: bool) -> TxOutcome {
+        if hold {
             tx.held = true;
             self.held_any.store(true, Ordering::Relaxed);
         } else {
             tx.ring.publish();
-            self.notify_peer(&tx);
+            self.notify_peer(tx);
         }
-        Some(TxOutcome::Sent)
+        TxOutcome::Sent
     }
 
     /// `transmit`; `may_hold`: a Send or Write may be held until `sent_completed` (its
     /// completion is reported).
     fn transmit_as(&self, msg: OutMsg<'_>, may_hold: bool) -> TxOutcome {
-        if let OutMsg::Send {
-            solicited,
-            invalidate,
-            payload: Payload::Segs([seg]),
-        } = msg
-        {
-            if ring::HDR + seg.len <= ring::SMALL_RECORD {
-                if let Some(out) = self.send_one_record(solicited, invalidate, seg, may_hold) {
-                    return out;
-                }
-            }
-        }
         let placed = match self.direct(&msg) {
             Direct::Ring => false,
             Direct::Done(out) => return out,
@@ -2637,7 +2591,44 @@ impl ShmConn {
             return TxOutcome::Broken;
         }
         debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
+        // What an earlier transmit held went out at its `sent_completed`: publishing now never
+        // publishes a record whose completion is not queued yet.
         debug_assert!(!tx.held, "sent_completed follows every held transmit");
+        let send_header = |solicited: bool, invalidate: Option<u32>| {
+            let mut hdr = Header::new(Kind::Send);
+            if solicited {
+                hdr.flags |= SOLICITED;
+            }
+            if let Some(stag) = invalidate {
+                // In every segment record (the header is copied into each).
+                hdr.flags |= INVALIDATE;
+                hdr.stag = stag;
+            }
+            hdr
+        };
+        // The common small message, a Send of one segment that fits one record: written
+        // straight from its segment (no job, no segment walk). Without room it takes the
+        // general path below, which queues it.
+        if let OutMsg::Send {
+            solicited,
+            invalidate,
+            payload: Payload::Segs([seg]),
+        } = msg
+        {
+            if ring::HDR + seg.len <= ring::SMALL_RECORD {
+                let mut hdr = send_header(solicited, invalidate);
+                hdr.flags |= LAST;
+                let fill = |buf: &mut [u8]| seg.region.copy_out(seg.offset, buf);
+                match tx.ring.push_small(hdr, seg.len, fill) {
+                    Ok(true) => {
+                        tx.dto_until = tx.ring.position();
+                        return self.sent(&mut tx, may_hold);
+                    }
+                    Ok(false) => {}
+                    Err(_) => return TxOutcome::Failed(DtoStatus::LocalProtection),
+                }
+            }
+        }
         let at = |kind, stag, a| {
             let mut h = Header::new(kind);
             h.stag = stag;
@@ -2649,18 +2640,7 @@ impl ShmConn {
                 solicited,
                 invalidate,
                 payload,
-            } => {
-                let mut hdr = Header::new(Kind::Send);
-                if solicited {
-                    hdr.flags |= SOLICITED;
-                }
-                if let Some(stag) = invalidate {
-                    // In every segment record (the header is copied into each).
-                    hdr.flags |= INVALIDATE;
-                    hdr.stag = stag;
-                }
-                Job::new(hdr, payload, true)
-            }
+            } => Job::new(send_header(solicited, invalidate), payload, true),
             OutMsg::Write { payload, .. } if payload.len() == 0 => {
                 return TxOutcome::Sent; // nothing to place
             }
@@ -2755,12 +2735,7 @@ impl ShmConn {
             tx.dto_until = tx.ring.position();
         }
         let outcome = match pushed {
-            Ok(true) if hold => {
-                tx.held = true;
-                self.held_any.store(true, Ordering::Relaxed);
-                return TxOutcome::Sent;
-            }
-            Ok(true) => TxOutcome::Sent,
+            Ok(true) => return self.sent(&mut tx, hold),
             Ok(false) => {
                 tx.job = Some(job.into_owned());
                 TxOutcome::Queued
