@@ -196,9 +196,10 @@ pub fn remove_lmr(ia: &InterfaceAdapter, stag: u32) -> bool {
 
 /// The shm link's ring consumer fed `bytes` as the peer's side of a ring: the first 16 bytes
 /// are the producer's tail and a head offset (as a peer could leave them), the rest the data
-/// area. Reads records until the ring is empty or refused as garbage, checking that every
-/// record it accepts lies inside the mapping. Returns how many records it accepted. Panics on
-/// a broken invariant (a fuzz finding).
+/// area. Reads records until the ring is empty, refused as garbage, or a ring's worth of bytes
+/// is consumed (the link's bound per call: records all around the ring are a peer sending
+/// without end), checking that every record it accepts lies inside the mapping. Returns how
+/// many records it accepted. Panics on a broken invariant (a fuzz finding).
 pub fn shm_ring_consume(bytes: &[u8]) -> usize {
     use crate::link::shm::ring::{mapping_len, Consumer, HDR};
     const CAP: usize = 4096;
@@ -217,8 +218,10 @@ pub fn shm_ring_consume(bytes: &[u8]) -> usize {
         .expect("head word")
         .store(head, std::sync::atomic::Ordering::Release);
     let mut c = Consumer::new(mem.clone(), CAP);
-    let mut n = 0;
-    while let Ok(Some(r)) = c.peek() {
+    let (mut n, mut taken) = (0, 0);
+    while taken < CAP {
+        let Ok(Some(r)) = c.peek() else { break };
+        taken += r.len();
         let end = r.payload_at + r.hdr.payload_len as usize;
         assert!(r.payload_at >= crate::link::shm::ring::DATA + HDR && end <= mem.len());
         let mut buf = vec![0u8; r.hdr.payload_len as usize];

@@ -42,15 +42,24 @@ fn well_formed_records_are_read_and_broken_ones_refused_inside_the_ring() {
         record(0, 1, 0),       // zero length
         record(64, 99, 0),     // unknown kind
         record(64, 1, 1000),   // payload longer than the record
-        record(1 << 20, 1, 8), // past the tail and the ring
+        record(1 << 20, 1, 8), // past the end of the ring
     ];
     for b in bad {
         let mut d = record(64, 1, 8).to_vec();
         d.extend_from_slice(&b);
         assert_eq!(shm_ring_consume(&ring(128, 0, &d)), 1);
     }
-    // A tail more than a ring ahead of the head.
-    assert_eq!(shm_ring_consume(&ring(1 << 40, 0, &data)), 0);
+    // The tail is not what finds records (their first words are; the word after the last
+    // is 0): an impossible one changes nothing.
+    assert_eq!(shm_ring_consume(&ring(1 << 40, 0, &data)), 3);
+    assert_eq!(shm_ring_consume(&ring(0, 0, &data)), 3);
+    // Good records all around the ring (a peer sending without end): a ring's worth at a
+    // time.
+    let all: Vec<u8> = (0..4096 / 64).flat_map(|_| record(64, 1, 8)).collect();
+    assert_eq!(shm_ring_consume(&ring(0, 0, &all)), 4096 / 64);
+    // Pads all around it: a pad at the start of the data area is refused, so no loop.
+    let pads: Vec<u8> = (0..4096 / 64).flat_map(|_| record(64, 0, 0)).collect();
+    assert_eq!(shm_ring_consume(&ring(0, 0, &pads)), 0);
 }
 
 /// A 64-byte record of `kind` with `flags` and `stag`.

@@ -1822,7 +1822,7 @@ impl ShmConn {
 
     /// Lock-free: never takes `rx` (a poll holds the connection list's lock here).
     fn has_input(&self) -> bool {
-        ring::pending(&self.inbound) || self.lending.load(Ordering::Relaxed)
+        ring::pending(&self.inbound, RING_CAP) || self.lending.load(Ordering::Relaxed)
     }
 
     /// Rings the peer's doorbell for records just published, unless it polls its ring.
@@ -1985,7 +1985,15 @@ impl ShmConn {
         self.settle(!polled);
         let mut any = false;
         let mut wake_producer = false;
+        // A ring's worth of records per call: a peer that leaves records all around the ring
+        // (or sends without pause) cannot keep this thread here; the progress thread, rung
+        // below, handles the rest.
+        let mut budget = rx.ring.cap();
         loop {
+            if budget == 0 {
+                ring_bell(&self.bell);
+                break;
+            }
             let rec = match rx.ring.peek() {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
@@ -1995,6 +2003,7 @@ impl ShmConn {
                 }
             };
             any = true;
+            budget = budget.saturating_sub(rec.len());
             // The peer may have sent this after consuming our descriptor: that message
             // completes first (the record's tail was read with Acquire, so its consumption,
             // published before it, is seen).

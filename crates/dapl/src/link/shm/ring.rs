@@ -1,9 +1,12 @@
 //! One direction of a shm connection: a single-producer, single-consumer ring of records in
 //! memory both processes map (a sealed memfd). No locks in shared memory: the producer owns
-//! the tail, the consumer the head, each published with Release and read with Acquire.
+//! the records and the tail, the consumer the head, each published with Release and read with
+//! Acquire.
 //!
 //! Layout (offsets in the mapping; each control word on a cache line of its own):
-//! - `TAIL` (u64): bytes the producer has published in total.
+//! - `TAIL` (u64): bytes the producer has published in total. Only the doorbell protocol
+//!   reads it ([`stop_polling`]): the consumer finds records by their own first word (below),
+//!   so a message moves one cache line between the processes, not two.
 //! - `HEAD` (u64): bytes the consumer has consumed in total.
 //! - `WAITING` (u64): set by a producer that found the ring full; the consumer that frees
 //!   space clears it and rings the producer's doorbell.
@@ -20,11 +23,23 @@
 //! `stag` u32, then three u64 (`a`, `b`, `c`: what each kind needs); the payload follows. An
 //! 8-byte Send is one cache line.
 //!
-//! Everything the peer wrote is data to check, not trust: a tail that runs ahead of the head
-//! by more than `cap`, a record length that is not aligned, runs past the tail or past the end,
-//! an unknown kind, a flag the kind does not have, or a Send naming an STag without INVALIDATE,
-//! is [`Garbage`]: the connection breaks. Reads and writes of the mapping
+//! Finding records without the tail: the header's first word (length, kind, flags) is never 0
+//! for a record, and the word at the position after the last record published is always 0
+//! until the next record is published there. The producer keeps this by writing a record's
+//! other bytes first, then 0 to the word after it (room for that word is reserved with the
+//! record), then its first word with Release; and the first word of the first record pushed
+//! since the last [`Producer::publish`] is stored only by that publish (so nothing pushed is
+//! seen before it, and records pushed after it are reached only through it). The consumer
+//! loads the word at its head with Acquire: 0 means nothing yet, anything else is a record
+//! whose bytes are all written.
+//!
+//! Everything the peer wrote is data to check, not trust: a record length that is 0, not
+//! aligned, or runs past the end of the data area, an unknown kind, a flag the kind does not
+//! have, a Send naming an STag without INVALIDATE, or a pad where no pad can be (at the start
+//! of the data area), is [`Garbage`]: the connection breaks. Reads and writes of the mapping
 //! are the atomic copies of [`RegionMemory`], so the peer's writes are never a data race here.
+//! A peer that leaves records all around the ring is a peer sending without end, which
+//! `process` bounds to a ring's worth of bytes per call.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -49,6 +64,8 @@ pub(crate) const HDR: usize = 40;
 /// Records of at most this many bytes (header and payload) are written with one copy
 /// ([`Producer::push_small`]).
 pub(crate) const SMALL_RECORD: usize = 128;
+/// Bytes kept free after the last record: its guard word, 0 until the next record.
+const GUARD: usize = 8;
 
 /// What a record carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,10 +206,15 @@ fn word(mem: &RegionMemory, off: usize) -> &std::sync::atomic::AtomicU64 {
         .expect("ring control words are aligned words of the mapping")
 }
 
-/// True if the ring in `mem` holds records not consumed yet: two loads, no lock (a poll that
-/// finds nothing costs no more).
-pub(crate) fn pending(mem: &RegionMemory) -> bool {
-    wake::pending(word(mem, TAIL), word(mem, HEAD))
+/// True if the ring in `mem` (`cap` data bytes) has a record at the consumer's head: two
+/// loads, no lock (a poll that finds nothing costs no more). The head is the consumer's own
+/// line and the word at it the line it reads next anyway, so a poll does not pull the
+/// producer's tail across. A head the peer scribbled over gives a wrong answer, never a read
+/// outside the ring.
+pub(crate) fn pending(mem: &RegionMemory, cap: usize) -> bool {
+    let head = word(mem, HEAD).load(Ordering::Relaxed);
+    let at = DATA + (wrap(head, cap) & !(ALIGN - 1));
+    word(mem, at).load(Ordering::Relaxed) != 0
 }
 
 /// Tells the producer of the ring in `mem` that its consumer polls it until `until_ns` (the
@@ -218,6 +240,10 @@ pub(crate) struct Producer {
     /// head (a cache line the consumer writes on every record) is read again only when that
     /// shows too little. Behind the real head, never ahead: the room it shows is there.
     seen_head: u64,
+    /// The first record pushed since the last publish (its offset in the mapping and its
+    /// first word): that word is stored by the publish, so no record pushed meanwhile is
+    /// seen before it.
+    unpublished: Option<(usize, u64)>,
 }
 
 impl Producer {
@@ -231,6 +257,7 @@ impl Producer {
             cap,
             tail,
             seen_head,
+            unpublished: None,
         }
     }
 
@@ -261,21 +288,22 @@ impl Producer {
         (self.cap / 4).min(64 << 10) - HDR
     }
 
-    /// Room for a record of `len` bytes, after a pad to the end of the data area if it would
-    /// wrap: the record's offset in the mapping. None if the ring has no room now (the producer
-    /// is marked waiting: the consumer will ring).
+    /// Room for a record of `len` bytes (and the guard word after it), after a pad to the end
+    /// of the data area if it would wrap: the record's offset in the mapping. None if the ring
+    /// has no room now (the producer is marked waiting: the consumer will ring).
     fn reserve(&mut self, len: usize) -> Result<Option<usize>, Garbage> {
         let pos = wrap(self.tail, self.cap);
         let to_end = self.cap - pos;
         let pad = if len > to_end { to_end } else { 0 };
+        let need = pad + len + GUARD;
         // Room by the head seen last (Acquire then: the consumer was done with those bytes);
         // else a fresh look, marked waiting if there is none (the consumer rings when it
         // frees space).
-        if self.free_at(self.seen_head)? < pad + len {
+        if self.free_at(self.seen_head)? < need {
             let mut seen = self.seen_head;
             let room = self.look_or_wait(|head| {
                 seen = head;
-                Ok(self.free_at(head)? >= pad + len)
+                Ok(self.free_at(head)? >= need)
             })?;
             self.seen_head = seen;
             if !room {
@@ -284,10 +312,26 @@ impl Producer {
         }
         if pad > 0 {
             let p = Header::new(Kind::Pad).encode(pad);
-            self.mem.copy_in(DATA + pos, &p);
-            self.tail += pad as u64;
+            self.seal(DATA + pos, pad, &p);
         }
         Ok(Some(DATA + wrap(self.tail, self.cap)))
+    }
+
+    /// Makes the record at `at` (`len` bytes, at the tail; all but its first word written)
+    /// the next one: the word after it set to 0, then its first word (from `hdr`) stored,
+    /// or left to the next publish if it is the first record since the last one.
+    fn seal(&mut self, at: usize, len: usize, hdr: &[u8; HDR]) {
+        self.mem.copy_in(at + 8, &hdr[8..]);
+        let next = DATA + wrap(self.tail + len as u64, self.cap);
+        word(&self.mem, next).store(0, Ordering::Relaxed);
+        let first = u64::from_le_bytes(hdr[..8].try_into().expect("8 bytes"));
+        if self.unpublished.is_none() {
+            self.unpublished = Some((at, first));
+        } else {
+            // Release: its bytes before it (reached only through the unpublished first).
+            word(&self.mem, at).store(first, Ordering::Release);
+        }
+        self.tail += len as u64;
     }
 
     /// Appends a record of `hdr` with `payload_len` bytes written by `fill(mem, offset)` (the
@@ -308,8 +352,7 @@ impl Producer {
         if payload_len > 0 && !fill(&self.mem, at + HDR) {
             return Err(Garbage("the payload could not be copied into the ring"));
         }
-        self.mem.copy_in(at, &hdr.encode(len));
-        self.tail += len as u64;
+        self.seal(at, len, &hdr.encode(len));
         Ok(true)
     }
 
@@ -328,14 +371,15 @@ impl Producer {
         };
         hdr.payload_len = payload_len as u32;
         let mut rec = [0u8; SMALL_RECORD];
-        rec[..HDR].copy_from_slice(&hdr.encode(len));
+        let h = hdr.encode(len);
+        rec[..HDR].copy_from_slice(&h);
         if payload_len > 0 && !fill(&mut rec[HDR..HDR + payload_len]) {
             return Err(Garbage("the payload could not be copied into the ring"));
         }
-        // Whole words (the record is longer still): one word-by-word copy.
+        // Whole words (the record is longer still) after the first: one word-by-word copy.
         let n = (HDR + payload_len).next_multiple_of(8);
-        self.mem.copy_in(at, &rec[..n]);
-        self.tail += len as u64;
+        self.mem.copy_in(at + HDR, &rec[HDR..n]);
+        self.seal(at, len, &h);
         Ok(true)
     }
 
@@ -354,7 +398,7 @@ impl Producer {
             }
             pos += len;
         }
-        pos - self.tail <= free as u64
+        pos - self.tail + GUARD as u64 <= free as u64
     }
 
     /// The position after the last record pushed.
@@ -382,8 +426,12 @@ impl Producer {
         ahead >= 0 && head.wrapping_sub(self.tail) as i64 <= 0
     }
 
-    /// Publishes what was pushed (Release: the consumer that sees the tail sees the records).
-    pub(crate) fn publish(&self) {
+    /// Publishes what was pushed: the first record's first word, then the tail (both Release:
+    /// a consumer that sees either sees the records).
+    pub(crate) fn publish(&mut self) {
+        if let Some((at, first)) = self.unpublished.take() {
+            word(&self.mem, at).store(first, Ordering::Release);
+        }
         wake::publish(word(&self.mem, TAIL), self.tail);
     }
 
@@ -402,6 +450,13 @@ pub(crate) struct Record {
     /// Offset of the payload in the mapping.
     pub(crate) payload_at: usize,
     len: usize,
+}
+
+impl Record {
+    /// The ring bytes the record takes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
 }
 
 /// The consuming end of a ring.
@@ -424,28 +479,32 @@ impl Consumer {
         &self.mem
     }
 
+    /// The ring's data bytes.
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// The oldest record not consumed yet, checked against the ring's rules; `Pad` records
     /// are skipped (consumed) here.
     pub(crate) fn peek(&mut self) -> Result<Option<Record>, Garbage> {
         loop {
-            let tail = wake::published(word(&self.mem, TAIL));
-            let avail = tail.wrapping_sub(self.head);
-            if avail == 0 {
-                return Ok(None);
-            }
-            if avail > self.cap as u64 {
-                return Err(Garbage("the producer's tail is more than a ring ahead"));
-            }
             let pos = wrap(self.head, self.cap);
             if pos % ALIGN != 0 {
                 return Err(Garbage("a record starts unaligned"));
             }
+            // Acquire: pairs with the producer's store of this word (module docs); 0 is the
+            // guard after the last record published.
+            let first = word(&self.mem, DATA + pos).load(Ordering::Acquire);
+            if first == 0 {
+                return Ok(None);
+            }
             let mut h = [0u8; HDR];
-            if !self.mem.copy_out(DATA + pos, &mut h) {
+            h[..8].copy_from_slice(&first.to_le_bytes());
+            if !self.mem.copy_out(DATA + pos + 8, &mut h[8..]) {
                 return Err(Garbage("a record header lies outside the ring"));
             }
             let len = u32::from_le_bytes(h[0..4].try_into().expect("4 bytes")) as usize;
-            if len == 0 || len % ALIGN != 0 || len as u64 > avail || len > self.cap - pos {
+            if len == 0 || len % ALIGN != 0 || len > self.cap - pos {
                 return Err(Garbage("a record's length is not one of the ring's"));
             }
             let kind = Kind::from_u8(h[4]).ok_or(Garbage("a record of unknown kind"))?;
@@ -460,6 +519,12 @@ impl Consumer {
                 c: u64_at(32),
             };
             if kind == Kind::Pad {
+                // A pad fills the end of the data area when a record did not fit there: it
+                // runs to the end, and never starts at the start (so pads cannot keep this loop
+                // going round the ring).
+                if pos == 0 || len != self.cap - pos {
+                    return Err(Garbage("a pad that does not fill the end of the data area"));
+                }
                 self.consume_len(len);
                 continue;
             }
@@ -603,6 +668,27 @@ mod tests {
     }
 
     #[test]
+    fn records_pushed_are_seen_only_once_published_and_the_tail_is_not_needed_to_find_them() {
+        let (mut p, mut c) = ring();
+        for i in 0..3 {
+            assert!(push_bytes(&mut p, Kind::Send, i, b"x"));
+            assert!(!pending(c.mem(), CAP), "record {i} seen before the publish");
+            assert!(c.peek().unwrap().is_none(), "record {i} seen before the publish");
+        }
+        p.publish();
+        assert!(pending(c.mem(), CAP));
+        // The consumer never needs the tail: hide it, and every record is still found.
+        word(c.mem(), TAIL).store(0, Ordering::Release);
+        for i in 0..3 {
+            let r = c.peek().unwrap().expect("published");
+            assert_eq!(r.hdr.a, i);
+            c.consume(&r);
+        }
+        assert!(c.peek().unwrap().is_none(), "past the last record: its guard word");
+        assert!(!pending(c.mem(), CAP));
+    }
+
+    #[test]
     fn a_send_with_invalidate_keeps_its_flag_and_stag() {
         let (mut p, mut c) = ring();
         let mut h = Header::new(Kind::Send);
@@ -639,76 +725,53 @@ mod tests {
     #[test]
     fn garbage_from_the_peer_is_refused_without_reading_outside_the_ring() {
         type Poke = Box<dyn Fn(&RegionMemory)>;
+        // Each writes a first record as a peer could (the tail is not read: records are found
+        // by their first word).
+        let rec = |h: [u8; HDR]| -> Poke { Box::new(move |m: &RegionMemory| assert!(m.copy_in(DATA, &h))) };
+        let with = |f: fn(&mut Header)| {
+            let mut h = Header::new(Kind::Send);
+            f(&mut h);
+            h
+        };
         let cases: [(&str, Poke); 9] = [
+            ("unaligned length", rec(Header::new(Kind::Send).encode(100))),
             (
-                "tail a ring ahead",
-                Box::new(|m| word(m, TAIL).store(CAP as u64 + 64, Ordering::Release)),
+                "past the end of the data area",
+                rec(Header::new(Kind::Send).encode(CAP + 64)),
             ),
-            (
-                "unaligned length",
-                Box::new(|m| {
-                    m.copy_in(DATA, &Header::new(Kind::Send).encode(100));
-                    word(m, TAIL).store(128, Ordering::Release);
-                }),
-            ),
-            (
-                "past the tail",
-                Box::new(|m| {
-                    m.copy_in(DATA, &Header::new(Kind::Send).encode(128));
-                    word(m, TAIL).store(64, Ordering::Release);
-                }),
-            ),
-            (
-                "unknown kind",
-                Box::new(|m| {
-                    let mut h = Header::new(Kind::Send).encode(64);
-                    h[4] = 99;
-                    m.copy_in(DATA, &h);
-                    word(m, TAIL).store(64, Ordering::Release);
-                }),
-            ),
+            ("unknown kind", {
+                let mut h = Header::new(Kind::Send).encode(64);
+                h[4] = 99;
+                rec(h)
+            }),
             (
                 "payload longer than record",
-                Box::new(|m| {
-                    let mut h = Header::new(Kind::Send);
-                    h.payload_len = 1000;
-                    m.copy_in(DATA, &h.encode(64));
-                    word(m, TAIL).store(64, Ordering::Release);
-                }),
+                rec(with(|h| h.payload_len = 1000).encode(64)),
             ),
-            (
-                "zero length",
-                Box::new(|m| {
-                    m.copy_in(DATA, &Header::new(Kind::Send).encode(0));
-                    word(m, TAIL).store(64, Ordering::Release);
-                }),
-            ),
+            ("zero length", {
+                let mut h = Header::new(Kind::Send).encode(0);
+                h[5] = LAST; // a first word that is not 0
+                rec(h)
+            }),
             (
                 "a flag its kind does not have",
-                Box::new(|m| {
+                rec({
                     let mut h = Header::new(Kind::Write);
                     h.flags = INVALIDATE;
-                    m.copy_in(DATA, &h.encode(64));
-                    word(m, TAIL).store(64, Ordering::Release);
+                    h.encode(64)
                 }),
             ),
             (
                 "an unknown flag",
-                Box::new(|m| {
-                    let mut h = Header::new(Kind::Send);
-                    h.flags = 64;
-                    m.copy_in(DATA, &h.encode(64));
-                    word(m, TAIL).store(64, Ordering::Release);
-                }),
+                rec(with(|h| h.flags = 64).encode(64)),
             ),
             (
                 "a Send naming an STag without INVALIDATE",
-                Box::new(|m| {
-                    let mut h = Header::new(Kind::Send);
-                    h.stag = 0x1234;
-                    m.copy_in(DATA, &h.encode(64));
-                    word(m, TAIL).store(64, Ordering::Release);
-                }),
+                rec(with(|h| h.stag = 0x1234).encode(64)),
+            ),
+            (
+                "a pad at the start of the data area",
+                rec(Header::new(Kind::Pad).encode(CAP)),
             ),
         ];
         for (what, poke) in cases {
@@ -716,6 +779,14 @@ mod tests {
             poke(c.mem());
             assert!(c.peek().is_err(), "{what}");
         }
+        // A pad that stops short of the end.
+        let (_p, mut c) = ring();
+        let h = Header::new(Kind::Send).encode(64);
+        assert!(c.mem().copy_in(DATA, &h));
+        assert!(c.mem().copy_in(DATA + 64, &Header::new(Kind::Pad).encode(64)));
+        let r = c.peek().unwrap().unwrap();
+        c.consume(&r);
+        assert!(c.peek().is_err(), "a pad short of the end");
         // A producer whose consumer's head is impossible refuses too, once it looks at it:
         // when the room it saw last is used up, never writing past it.
         let (mut p, c) = ring();
@@ -727,10 +798,11 @@ mod tests {
                 Ok(false) => break false,
                 Err(_) => break true,
             }
-            assert!(pushed <= CAP / ALIGN, "records pushed past the ring");
+            assert!(pushed < CAP / ALIGN, "records pushed past the ring");
         };
         assert!(refused, "an impossible head was taken for room");
-        assert_eq!(pushed, CAP / ALIGN, "the room seen before the head moved");
+        // The room seen before the head moved, but for the guard word after the last record.
+        assert_eq!(pushed, CAP / ALIGN - 1, "the room seen before the head moved");
     }
 
     #[test]

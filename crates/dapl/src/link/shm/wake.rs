@@ -65,11 +65,6 @@ pub(crate) fn publish<W: Word>(tail_word: &W, tail: u64) {
     tail_word.store(tail, Ordering::Release);
 }
 
-/// The consumer's look at the producer's tail (Acquire: the records before it are seen).
-pub(crate) fn published<W: Word>(tail: &W) -> u64 {
-    tail.load(Ordering::Acquire)
-}
-
 /// After a publish: true if the consumer must be woken (its doorbell rung), false while its
 /// window (`polling`) lies ahead of `now_ns`. Fenced against [`stop_polling`]: of a publish and
 /// a consumer that stops polling, one sees the other.
@@ -78,10 +73,10 @@ pub(crate) fn needs_bell<W: Word>(polling: &W, now_ns: u64) -> bool {
     polling.load(Ordering::SeqCst) <= now_ns
 }
 
-/// True if the ring holds records not consumed yet: two loads, no lock (a poll that finds
-/// nothing costs no more).
+/// True if the tail says the ring holds records not consumed yet (Acquire: the records before
+/// the tail it read are seen by the caller's look at them).
 pub(crate) fn pending<W: Word>(tail: &W, head: &W) -> bool {
-    tail.load(Ordering::Relaxed) != head.load(Ordering::Relaxed)
+    tail.load(Ordering::Acquire) != head.load(Ordering::Relaxed)
 }
 
 /// The consumer polls the ring until `until_ns`: its producer need not ring before then.
@@ -305,7 +300,9 @@ mod loom_models {
     /// One ring's control words, one word of its records and the two doorbells (counts of
     /// rings).
     struct Ring {
-        /// The first record's first word (a record is copied in and out as atomic words).
+        /// The first record's first word, 0 until it is published.
+        first: W,
+        /// Another word of the first record (a record is copied in and out as atomic words).
         record: W,
         tail: W,
         head: W,
@@ -320,6 +317,7 @@ mod loom_models {
     impl Ring {
         fn new(tail: u64, head: u64, polling: u64) -> Arc<Ring> {
             Arc::new(Ring {
+                first: W::new(0),
                 record: W::new(0),
                 tail: W::new(tail),
                 head: W::new(head),
@@ -336,10 +334,12 @@ mod loom_models {
     }
 
     /// A producer publishes a record while its consumer, polling the ring, goes to sleep: the
-    /// record is seen by the poll, or the consumer's look at the tail after it stopped polling
-    /// finds it, or the producer rings the doorbell; and a consumer that sees the tail sees the
-    /// record. (Fails without either fence of `needs_bell` / `stop_polling`, with the look
-    /// before the publish, or with a Relaxed publish.)
+    /// record is seen by the poll (its first word), or the consumer's look at the tail after it
+    /// stopped polling finds it, or the producer rings the doorbell; and a consumer that sees
+    /// the first word or the tail sees the record's other bytes and its first word. (Fails
+    /// without either fence of `needs_bell` / `stop_polling`, with the look before the
+    /// publish, with a Relaxed store of the first word or of the tail, or with a Relaxed
+    /// look at the tail in `pending`.)
     #[test]
     fn loom_a_published_record_is_seen_by_the_consumer_or_rung() {
         loom::model(|| {
@@ -347,16 +347,19 @@ mod loom_models {
             let p = {
                 let r = r.clone();
                 thread::spawn(move || {
+                    // `Producer::push` then `publish`: the other bytes, the first word, the
+                    // tail.
                     r.record.store(42, Ordering::Relaxed);
+                    r.first.store(REC, Ordering::Release);
                     publish(&r.tail, REC);
                     if needs_bell(&r.polling, NOW) {
                         r.consumer_bell.fetch_add(1, Ordering::Relaxed);
                     }
                 })
             };
-            // What `Consumer::peek` reads once it has seen the record.
+            // What `Consumer::peek` reads: the first word (Acquire), then the rest.
             let take = |r: &Ring| {
-                assert_eq!(published(&r.tail), REC);
+                assert_eq!(r.first.load(Ordering::Acquire), REC, "a record not seen");
                 assert_eq!(
                     r.record.load(Ordering::Relaxed),
                     42,
@@ -364,8 +367,9 @@ mod loom_models {
                 );
                 true
             };
-            // The consumer polls once, then goes to sleep.
-            let polled = pending(&r.tail, &r.head) && take(&r);
+            // The consumer polls once (`ring::pending`: the word at its head), then goes to
+            // sleep.
+            let polled = r.first.load(Ordering::Relaxed) != 0 && take(&r);
             let after = stop_polling(&r.polling, &r.tail, &r.head) && take(&r);
             p.join().unwrap();
             assert!(
