@@ -17,7 +17,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use dapl::*;
-use dapl_testkit::kit::{listen_on, qual, self_as_child, Netns, Side};
+use dapl_testkit::kit::{listen, self_as_child, Netns, Side};
 
 /// The bound the tests set: short, so the tests stay short.
 const BOUND_S: u64 = 3;
@@ -52,8 +52,10 @@ fn drain(evd: &Evd, outstanding: &mut HashSet<u64>) -> usize {
 }
 
 /// Server: receives the client's stream of sends until the connection breaks, then serves one
-/// more connection (`silent-net`) or waits to be killed (`stops-reading`).
-fn server(ip: &str, q: u64, serve_again: bool) {
+/// more connection (`silent-net`) or waits to be killed (`stops-reading`). It listens on a
+/// qualifier free in its own network namespace and prints it ("LISTENING q"): one the parent
+/// chose could be taken by another process before the child binds it.
+fn server(ip: &str, serve_again: bool) {
     let s = Side::with_qlen(&ia_name(ip), None, 64);
     assert_eq!(
         s.ia.query().unwrap().dead_peer_timeout,
@@ -70,8 +72,8 @@ fn server(ip: &str, q: u64, serve_again: bool) {
         .unwrap();
         posted.insert(k);
     }
-    let (_psp, cr_evd, _) = listen_on(&s.ia, q);
-    println!("LISTENING");
+    let (_psp, cr_evd, q, _) = listen(&s.ia);
+    println!("LISTENING {q}");
     let (ev, _) = cr_evd.wait(T, 1).unwrap().expect("a connection request");
     ev.as_cr_arrival()
         .unwrap()
@@ -232,8 +234,8 @@ fn role_child() {
     let server_ip = std::env::var("DAPLRS_SERVER_IP").unwrap();
     let client_ip = std::env::var("DAPLRS_CLIENT_IP").unwrap();
     match role.as_str() {
-        "server" => server(&server_ip, q, true),
-        "server-stalls" => server(&server_ip, q, false),
+        "server" => server(&server_ip, true),
+        "server-stalls" => server(&server_ip, false),
         "client" => client(&client_ip, &server_ip, q, true),
         "client-once" => client(&client_ip, &server_ip, q, false),
         r => panic!("unknown role {r}"),
@@ -276,11 +278,23 @@ impl Proc {
 
     /// Waits (at most 40 s) for a line that contains `what`.
     fn expect(&mut self, what: &str) {
+        self.expect_line(what);
+    }
+
+    /// The qualifier a server child listens on (its "LISTENING q" line).
+    fn listening(&mut self) -> u64 {
+        let line = self.expect_line("LISTENING");
+        let q = line.rsplit(' ').next().and_then(|w| w.parse().ok());
+        q.unwrap_or_else(|| panic!("no qualifier in {line:?}"))
+    }
+
+    /// Waits (at most 40 s) for a line that contains `what`, and returns it.
+    fn expect_line(&mut self, what: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(40);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(what) => return,
+                Ok(line) if line.contains(what) => return line,
                 Ok(_) => {}
                 Err(e) => panic!("no {what:?} from the child ({e})"),
             }
@@ -313,10 +327,9 @@ fn both_print(a: &mut Proc, b: &mut Proc, what: &str, t0: Instant) -> [Duration;
 #[test]
 fn a_network_that_goes_silent_mid_transfer_breaks_both_ends_within_the_bound() {
     let n = Netns::create();
-    let q = qual();
     let (sip, cip) = (Netns::addr(1), Netns::addr(0));
-    let mut srv = Proc::spawn(&n.exec(1), "server", sip, cip, q);
-    srv.expect("LISTENING");
+    let mut srv = Proc::spawn(&n.exec(1), "server", sip, cip, 0);
+    let q = srv.listening();
     let mut cli = Proc::spawn(&n.exec(0), "client", sip, cip, q);
     cli.expect("CONNECTED");
     srv.expect("RECEIVING");
@@ -344,10 +357,9 @@ fn a_network_that_goes_silent_mid_transfer_breaks_both_ends_within_the_bound() {
 
 #[test]
 fn a_peer_that_stops_reading_breaks_the_senders_connection_within_the_bound() {
-    let q = qual();
     let ip = "127.0.0.1";
-    let mut srv = Proc::spawn(&[], "server-stalls", ip, ip, q);
-    srv.expect("LISTENING");
+    let mut srv = Proc::spawn(&[], "server-stalls", ip, ip, 0);
+    let q = srv.listening();
     let mut cli = Proc::spawn(&[], "client-once", ip, ip, q);
     cli.expect("CONNECTED");
     srv.expect("RECEIVING");

@@ -673,7 +673,10 @@ mod tests {
         for i in 0..3 {
             assert!(push_bytes(&mut p, Kind::Send, i, b"x"));
             assert!(!pending(c.mem(), CAP), "record {i} seen before the publish");
-            assert!(c.peek().unwrap().is_none(), "record {i} seen before the publish");
+            assert!(
+                c.peek().unwrap().is_none(),
+                "record {i} seen before the publish"
+            );
         }
         p.publish();
         assert!(pending(c.mem(), CAP));
@@ -684,7 +687,10 @@ mod tests {
             assert_eq!(r.hdr.a, i);
             c.consume(&r);
         }
-        assert!(c.peek().unwrap().is_none(), "past the last record: its guard word");
+        assert!(
+            c.peek().unwrap().is_none(),
+            "past the last record: its guard word"
+        );
         assert!(!pending(c.mem(), CAP));
     }
 
@@ -727,7 +733,9 @@ mod tests {
         type Poke = Box<dyn Fn(&RegionMemory)>;
         // Each writes a first record as a peer could (the tail is not read: records are found
         // by their first word).
-        let rec = |h: [u8; HDR]| -> Poke { Box::new(move |m: &RegionMemory| assert!(m.copy_in(DATA, &h))) };
+        let rec = |h: [u8; HDR]| -> Poke {
+            Box::new(move |m: &RegionMemory| assert!(m.copy_in(DATA, &h)))
+        };
         let with = |f: fn(&mut Header)| {
             let mut h = Header::new(Kind::Send);
             f(&mut h);
@@ -761,10 +769,7 @@ mod tests {
                     h.encode(64)
                 }),
             ),
-            (
-                "an unknown flag",
-                rec(with(|h| h.flags = 64).encode(64)),
-            ),
+            ("an unknown flag", rec(with(|h| h.flags = 64).encode(64))),
             (
                 "a Send naming an STag without INVALIDATE",
                 rec(with(|h| h.stag = 0x1234).encode(64)),
@@ -783,7 +788,9 @@ mod tests {
         let (_p, mut c) = ring();
         let h = Header::new(Kind::Send).encode(64);
         assert!(c.mem().copy_in(DATA, &h));
-        assert!(c.mem().copy_in(DATA + 64, &Header::new(Kind::Pad).encode(64)));
+        assert!(c
+            .mem()
+            .copy_in(DATA + 64, &Header::new(Kind::Pad).encode(64)));
         let r = c.peek().unwrap().unwrap();
         c.consume(&r);
         assert!(c.peek().is_err(), "a pad short of the end");
@@ -802,7 +809,11 @@ mod tests {
         };
         assert!(refused, "an impossible head was taken for room");
         // The room seen before the head moved, but for the guard word after the last record.
-        assert_eq!(pushed, CAP / ALIGN - 1, "the room seen before the head moved");
+        assert_eq!(
+            pushed,
+            CAP / ALIGN - 1,
+            "the room seen before the head moved"
+        );
     }
 
     #[test]
