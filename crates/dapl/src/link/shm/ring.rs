@@ -312,16 +312,16 @@ impl Producer {
         }
         if pad > 0 {
             let p = Header::new(Kind::Pad).encode(pad);
+            self.mem.copy_in(DATA + pos + 8, &p[8..]);
             self.seal(DATA + pos, pad, &p);
         }
         Ok(Some(DATA + wrap(self.tail, self.cap)))
     }
 
-    /// Makes the record at `at` (`len` bytes, at the tail; all but its first word written)
-    /// the next one: the word after it set to 0, then its first word (from `hdr`) stored,
-    /// or left to the next publish if it is the first record since the last one.
+    /// Makes the record at `at` (`len` bytes, at the tail; all but its first word written by
+    /// the caller) the next one: the word after it set to 0, then its first word (from `hdr`)
+    /// stored, or left to the next publish if it is the first record since the last one.
     fn seal(&mut self, at: usize, len: usize, hdr: &[u8; HDR]) {
-        self.mem.copy_in(at + 8, &hdr[8..]);
         let next = DATA + wrap(self.tail + len as u64, self.cap);
         word(&self.mem, next).store(0, Ordering::Relaxed);
         let first = u64::from_le_bytes(hdr[..8].try_into().expect("8 bytes"));
@@ -352,7 +352,9 @@ impl Producer {
         if payload_len > 0 && !fill(&self.mem, at + HDR) {
             return Err(Garbage("the payload could not be copied into the ring"));
         }
-        self.seal(at, len, &hdr.encode(len));
+        let h = hdr.encode(len);
+        self.mem.copy_in(at + 8, &h[8..]);
+        self.seal(at, len, &h);
         Ok(true)
     }
 
@@ -378,7 +380,7 @@ impl Producer {
         }
         // Whole words (the record is longer still) after the first: one word-by-word copy.
         let n = (HDR + payload_len).next_multiple_of(8);
-        self.mem.copy_in(at + HDR, &rec[HDR..n]);
+        self.mem.copy_in(at + 8, &rec[8..n]);
         self.seal(at, len, &h);
         Ok(true)
     }
