@@ -43,6 +43,15 @@ const WAIT_SPIN: Duration = Duration::from_micros(50);
 /// Timeout meaning "wait forever" (`DAT_TIMEOUT_INFINITE`).
 pub const TIMEOUT_INFINITE: Option<Duration> = None;
 
+thread_local! {
+    /// Hand-off: while this thread's `dequeue` on an empty EVD polls the link, the EVD (its
+    /// address) and the first DTO completion the poll produced for it, which `dequeue` returns
+    /// without queueing it (no lock to push it, none to pop it: it is the event a push and a
+    /// pop would have returned, since the queue was empty). 0: no `dequeue` polls.
+    static HANDOFF: std::cell::RefCell<(usize, Option<(Event, bool)>)> =
+        const { std::cell::RefCell::new((0, None)) };
+}
+
 pub(crate) struct EvdState {
     queue: VecDeque<(Event, bool)>,
     qlen: usize,
@@ -175,6 +184,9 @@ impl EvdInner {
     /// a stream the consumer paces (module docs), or if the EVD was freed (dropped: nobody can
     /// dequeue it).
     pub(crate) fn push(self: &Arc<Self>, event: Event, signalled: bool) -> bool {
+        let Some(event) = self.hand_off(event, signalled) else {
+            return true;
+        };
         let trigger_cno;
         {
             let mut s = self.lock();
@@ -218,6 +230,30 @@ impl EvdInner {
             }
         }
         true
+    }
+
+    /// Gives a DTO completion to this thread's `dequeue` of this EVD if it is polling the link
+    /// for one (`HANDOFF`) and nothing is queued before it; else returns it. Not with a CNO
+    /// attached (its trigger stays with the queue) or once freed.
+    fn hand_off(self: &Arc<Self>, event: Event, signalled: bool) -> Option<Event> {
+        if !matches!(event, Event::Dto(_))
+            || self.queued.load(Ordering::Acquire) != 0
+            || self.has_cno.load(Ordering::Relaxed)
+            || self.freed.load(Ordering::Acquire)
+        {
+            return Some(event);
+        }
+        let me = Arc::as_ptr(self) as usize;
+        let mut event = Some(event);
+        // (A push from a thread-local's destructor finds the slot gone: queued.)
+        let _ = HANDOFF.try_with(|h| {
+            if let Ok(mut h) = h.try_borrow_mut() {
+                if h.0 == me && h.1.is_none() {
+                    h.1 = event.take().map(|e| (e, signalled));
+                }
+            }
+        });
+        event
     }
 
     fn overflow(self: &Arc<Self>) {
@@ -286,6 +322,47 @@ impl EvdInner {
     }
 }
 
+/// This thread's `HANDOFF` armed for one `dequeue` of an EVD. Dropped without [`take`]
+/// (the poll unwound), it disarms the slot and queues what the poll handed off.
+struct Armed<'a>(&'a Arc<EvdInner>);
+
+impl<'a> Armed<'a> {
+    /// Arms the slot for `evd`, unless a `dequeue` further out in this thread has.
+    fn arm(evd: &'a Arc<EvdInner>) -> Option<Armed<'a>> {
+        HANDOFF.with(|h| {
+            let mut h = h.borrow_mut();
+            (h.0 == 0).then(|| {
+                h.0 = Arc::as_ptr(evd) as usize;
+                Armed(evd)
+            })
+        })
+    }
+
+    /// Disarms the slot and returns what the poll handed off.
+    fn take(self) -> Option<Event> {
+        Self::disarm().map(|(ev, _)| ev)
+    }
+
+    fn disarm() -> Option<(Event, bool)> {
+        HANDOFF
+            .try_with(|h| {
+                let mut h = h.borrow_mut();
+                h.0 = 0;
+                h.1.take()
+            })
+            .ok()
+            .flatten()
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        if let Some((ev, signalled)) = Self::disarm() {
+            self.0.push(ev, signalled);
+        }
+    }
+}
+
 impl Evd {
     fn check(&self, op: &'static str) -> Result<()> {
         if self.0.freed.load(Ordering::Acquire) {
@@ -322,7 +399,14 @@ impl Evd {
                 return Ok(Some(ev));
             }
         }
-        if self.0.poll_progress() {
+        // The poll's first DTO completion for this EVD comes back through `HANDOFF` (unless a
+        // `dequeue` further out in this thread is polling: then it is queued as usual).
+        let armed = Armed::arm(self.0.arc());
+        let handled = self.0.poll_progress();
+        if let Some(ev) = armed.and_then(Armed::take) {
+            return Ok(Some(ev.into_user()));
+        }
+        if handled {
             let mut s = self.0.lock();
             return Ok(self.0.pop(&mut s));
         }

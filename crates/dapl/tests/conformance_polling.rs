@@ -331,3 +331,70 @@ per_link!(
         }
     }
 );
+
+// A poll that finds many messages produces all their completions at once: the first goes
+// straight back to the `dequeue` that polled (it is never queued), the rest are queued behind
+// it. Each comes out once, in the order of the receives, and nothing more.
+per_link!(
+    completions_one_poll_produces_are_dequeued_in_order_exactly_once,
+    |link| {
+        const N: usize = 200;
+        const LEN: usize = 8;
+        let a_attr = EpAttr {
+            max_request_dtos: N + 8,
+            ..Default::default()
+        };
+        let b_attr = EpAttr {
+            max_recv_dtos: N + 8,
+            ..Default::default()
+        };
+        let p = Pair::connect(
+            Side::with_qlen(link, Some(&a_attr), N + 8),
+            Side::with_qlen(link, Some(&b_attr), N + 8),
+        );
+        let src = p.a.lmr(N * LEN);
+        let inbox = p.b.lmr(N * LEN);
+        for round in 0..3 {
+            for m in 0..N {
+                src.write(m * LEN, &message_bytes(m + round * N, LEN))
+                    .unwrap();
+                p.b.ep
+                    .post_recv(
+                        &[inbox.triplet((m * LEN) as u64, LEN as u64)],
+                        m as u64,
+                        CompletionFlags::empty(),
+                    )
+                    .unwrap();
+            }
+            // The receiver polls (so the messages wait for its polls, not the progress
+            // thread), then the sender sends them all, then the receiver takes them.
+            poll_empty(&p.b.recv_evd, Duration::from_millis(5));
+            for m in 0..N {
+                p.a.ep
+                    .post_send(
+                        &[src.triplet((m * LEN) as u64, LEN as u64)],
+                        m as u64,
+                        CompletionFlags::SUPPRESS,
+                    )
+                    .unwrap();
+            }
+            for m in 0..N {
+                let Event::Dto(c) = poll_event(&p.b.recv_evd) else {
+                    panic!("not a DTO completion");
+                };
+                assert_eq!(
+                    (c.cookie.0, c.status, c.transferred_length),
+                    (m as u64, DtoStatus::Success, LEN as u64),
+                    "round {round}, message {m}"
+                );
+                assert_eq!(
+                    inbox.to_vec(m * LEN, LEN).unwrap(),
+                    message_bytes(m + round * N, LEN),
+                    "round {round}, message {m}"
+                );
+            }
+            poll_empty(&p.b.recv_evd, Duration::from_millis(5));
+        }
+        p.close();
+    }
+);
