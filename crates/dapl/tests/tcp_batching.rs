@@ -143,3 +143,109 @@ fn batched_messages_arrive_whole_and_in_order_over_every_link() {
         batched_messages_arrive_whole_and_in_order(link);
     }
 }
+
+/// Sizes of [`inline_and_large_sends_that_fill_the_socket_arrive_whole_and_in_order`], cycled:
+/// up to 512 bytes a Send is copied into one frame when nothing waits before it (the link's
+/// inline copy); 513 bytes go by reference into registered memory. Mostly inline,
+/// so that the sockets fill with inline frames.
+const MIXED_SIZES: [usize; 16] = [
+    1, 8, 100, 512, 300, 8, 8, 64, 512, 500, 8, 256, 8, 513, 256, 8,
+];
+
+/// Inline and by-reference Sends, mixed and sent faster than the receiver takes them (it
+/// pauses now and then with a window of receives posted, so the sender's Sends behind them
+/// wait in the sockets): the sockets fill, so inline frames are written in part and finish when
+/// they drain (the engine told then). Every message arrives whole and in order, and each
+/// Send completes once, in order. Without bursts (`nocoalesce`), so that small Sends take
+/// the inline copy rather than the held batch.
+fn inline_and_large_sends_that_fill_the_socket_arrive_whole_and_in_order(ia_name: &str) {
+    const COUNT: usize = 40_000;
+    const WINDOW: usize = 64;
+    const SLOT: usize = 64 * 1024;
+    let attr = EpAttr {
+        max_request_dtos: WINDOW,
+        max_recv_dtos: WINDOW,
+        ..Default::default()
+    };
+    let p = Pair::with_attrs(ia_name, Some(&attr), Some(&attr));
+    let src = p.a.lmr(WINDOW * SLOT);
+    let dst = p.b.lmr(WINDOW * SLOT);
+    let size = |k: usize| MIXED_SIZES[k % MIXED_SIZES.len()];
+    for k in 0..WINDOW {
+        p.b.ep
+            .post_recv(
+                &[dst.triplet((k * SLOT) as u64, SLOT as u64)],
+                k as u64,
+                CompletionFlags::empty(),
+            )
+            .unwrap();
+    }
+    let receiver = {
+        let (ep, evd, dst) = (p.b.ep.clone(), p.b.recv_evd.clone(), dst.clone());
+        std::thread::spawn(move || {
+            for k in 0..COUNT {
+                if k % 8000 == 0 {
+                    // Well within the 500 ms a Send may wait for a buffer.
+                    std::thread::sleep(std::time::Duration::from_millis(120));
+                }
+                let (ev, _) = evd.wait(T, 1).unwrap().expect("a receive completion");
+                let d = ev.as_dto().unwrap().clone();
+                assert_eq!(
+                    (d.cookie.0, d.status, d.transferred_length),
+                    (k as u64, DtoStatus::Success, size(k) as u64),
+                    "message {k}"
+                );
+                let at = k % WINDOW * SLOT;
+                assert!(
+                    dst.to_vec(at, size(k)).unwrap() == message_bytes(k, size(k)),
+                    "message {k} ({} bytes) arrived changed",
+                    size(k)
+                );
+                ep.post_recv(
+                    &[dst.triplet(at as u64, SLOT as u64)],
+                    (k + WINDOW) as u64,
+                    CompletionFlags::empty(),
+                )
+                .unwrap();
+            }
+        })
+    };
+    let (mut posted, mut done) = (0, 0);
+    while done < COUNT {
+        while posted < COUNT && posted - done < WINDOW {
+            let at = posted % WINDOW * SLOT;
+            src.write(at, &message_bytes(posted, size(posted))).unwrap();
+            p.a.ep
+                .post_send(
+                    &[src.triplet(at as u64, size(posted) as u64)],
+                    posted as u64,
+                    CompletionFlags::empty(),
+                )
+                .unwrap();
+            posted += 1;
+        }
+        let d = p.a.req_done();
+        assert_eq!((d.cookie.0, d.status), (done as u64, DtoStatus::Success));
+        done += 1;
+    }
+    receiver.join().unwrap();
+    assert!(
+        p.a.req_evd.dequeue().unwrap().is_none(),
+        "a Send completed twice"
+    );
+    p.close();
+}
+
+#[test]
+fn inline_and_large_sends_that_fill_the_socket_arrive_whole_and_in_order_without_crc() {
+    inline_and_large_sends_that_fill_the_socket_arrive_whole_and_in_order(
+        "tcp:127.0.0.1,nocoalesce",
+    );
+}
+
+#[test]
+fn inline_and_large_sends_that_fill_the_socket_arrive_whole_and_in_order_with_crc() {
+    inline_and_large_sends_that_fill_the_socket_arrive_whole_and_in_order(
+        "tcp:127.0.0.1,crc,nocoalesce",
+    );
+}

@@ -30,6 +30,7 @@ use crate::engine::qp::Segs;
 use crate::link::tcp::{self, lock};
 use crate::mem::region::{is_revoked_error, send_gather, IoPiece, MAX_GATHER};
 use crate::mem::seg_span;
+use crate::mem::Seg;
 use crate::types::ConnectionEventKind;
 use crate::types::{DtoStatus, MAX_IOV};
 
@@ -39,6 +40,10 @@ pub(super) const BATCH_FPDUS: usize = 20;
 /// [`crate::engine::port::Connection::hold`], or a burst of posts: `Burst`); larger ones are
 /// written from registered memory, as always.
 const HOLD_COPY_MAX: u64 = 16 * 1024;
+/// Messages up to this many bytes are copied into their frame when nothing waits before them
+/// (`Tx::idle`): one buffer to write, and no job holding the segments (their `Arc`s) until it
+/// is written, as a NIC copies a small send inline into its work request.
+const INLINE_MAX: u64 = 512;
 /// A held batch is written once it holds this many bytes.
 pub(super) const HOLD_MAX: usize = 64 * 1024;
 /// Posts of one thread at most this far apart (from the return of one `transmit` to the
@@ -247,8 +252,14 @@ pub(super) fn parse_write_immed_data(d: [u8; IMMEDIATE_DATA_LEN]) -> (u32, u32) 
 }
 
 pub(super) struct TxJob {
-    kind: JobKind,
+    cur: Cursor,
     segs: Segs,
+}
+
+/// How far a message is framed.
+#[derive(Clone, Copy)]
+struct Cursor {
+    kind: JobKind,
     total: u64,
     /// Payload bytes already framed.
     off: u64,
@@ -546,7 +557,7 @@ impl TcpConn {
         if tx.abandon {
             tx.job = None;
         }
-        if tx.job.as_ref().is_some_and(|j| j.framed_last) {
+        if tx.job.as_ref().is_some_and(|j| j.cur.framed_last) {
             tx.job = None;
         }
         // Control frames: MPA frames always; FPDUs only when not held.
@@ -567,7 +578,7 @@ impl TcpConn {
             return false;
         };
         let copy = tx.enc.crc_enabled();
-        if frame_job(tx, &mut job, copy, BATCH_FPDUS).is_err() {
+        if frame_job(tx, &mut job.cur, &job.segs, copy, BATCH_FPDUS).is_err() {
             // Revoked (the range is inside the segment): nothing of this batch has gone out
             // (`at` and `skip` are 0), so the stream is at an FPDU boundary. The job is dropped.
             return self.revoked(tx);
@@ -578,7 +589,9 @@ impl TcpConn {
 
     /// Takes `msg` for writing: as the job (written from registered memory by `flush_locked`),
     /// or, while the engine holds a batch (`Tx::held`) and the message is small, framed whole
-    /// into the batch with its payload copied (Ok(true): nothing more to do until the flush).
+    /// into the batch with its payload copied (Ok(true): nothing more to do until the flush),
+    /// or, if it is smaller still ([`INLINE_MAX`]) and nothing waits to be written, framed
+    /// whole with its payload copied as the batch to write now (Ok(false), as for a job).
     pub(super) fn start_job(&self, tx: &mut Tx, msg: OutMsg<'_>) -> Result<bool, TxOutcome> {
         let (kind, payload) = match msg {
             OutMsg::Send {
@@ -673,33 +686,35 @@ impl TcpConn {
             }
         };
         // The engine sends from registered memory, at most MAX_IOV segments.
-        let segs: Segs = match payload {
-            Payload::Segs(s) if s.len() <= MAX_IOV => s.iter().cloned().collect(),
+        let segs = match payload {
+            Payload::Segs(s) if s.len() <= MAX_IOV => s,
             _ => return Err(TxOutcome::Broken),
         };
         if matches!(kind, JobKind::Send { .. }) && u32::try_from(payload.len()).is_err() {
             return Err(TxOutcome::Failed(DtoStatus::LocalLength));
         }
-        let mut job = TxJob {
+        let mut cur = Cursor {
             kind,
             total: payload.len(),
-            segs,
             off: 0,
             framed_last: false,
         };
-        if job.total <= HOLD_COPY_MAX && tx.can_hold() {
+        let held = cur.total <= HOLD_COPY_MAX && tx.can_hold();
+        if held || (cur.total <= INLINE_MAX && tx.idle()) {
             tx.start_held();
             let (f, p) = (tx.frames.len(), tx.pieces.len());
-            if frame_job(tx, &mut job, true, usize::MAX).is_ok() && job.framed_last {
-                return Ok(true);
+            if frame_job(tx, &mut cur, segs, true, usize::MAX).is_ok() && cur.framed_last {
+                return Ok(held);
             }
             // A region was revoked: the ordinary path below reports it as ever.
-            tx.frames.truncate(f);
-            tx.pieces.truncate(p);
-            job.off = 0;
-            job.framed_last = false;
+            tx.cut_to(f, p);
+            cur.off = 0;
+            cur.framed_last = false;
         }
-        tx.job = Some(job);
+        tx.job = Some(TxJob {
+            cur,
+            segs: segs.iter().cloned().collect(),
+        });
         tx.abandon = false;
         Ok(false)
     }
@@ -713,7 +728,13 @@ struct Revoked;
 /// not depend on registered memory once `transmit` returned); otherwise the pieces point into
 /// the job's registered memory. Err when a region of the job was revoked: the batch then
 /// holds a partial FPDU (the caller drops or cuts it).
-fn frame_job(tx: &mut Tx, job: &mut TxJob, copy: bool, max: usize) -> Result<(), Revoked> {
+fn frame_job(
+    tx: &mut Tx,
+    job: &mut Cursor,
+    segs: &[Seg],
+    copy: bool,
+    max: usize,
+) -> Result<(), Revoked> {
     let crc_on = tx.enc.crc_enabled();
     for _ in 0..max {
         let hdr_len = match job.kind {
@@ -734,14 +755,14 @@ fn frame_job(tx: &mut Tx, job: &mut TxJob, copy: bool, max: usize) -> Result<(),
             .extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
         tx.frames.extend_from_slice(&hdr[..n]);
         let b = tx.frames.len();
-        tx.pieces.push(Piece::Frame(a, b));
+        tx.push_frame(a, b);
         let mut crc = crc_on.then(crc::Crc32c::new);
         if let Some(c) = crc.as_mut() {
             c.update(&tx.frames[a..b]);
         }
         // Payload pieces: [off, off+pay) over the gather list.
-        for (i, at, k) in seg_span(&job.segs, job.off, pay as usize) {
-            let s = &job.segs[i];
+        for (i, at, k) in seg_span(segs, job.off, pay as usize) {
+            let s = &segs[i];
             if copy {
                 // Copied into the frame: with CRC the bytes that go out must be the bytes
                 // the CRC covers, and registered memory may change (a peer's Write into
@@ -754,7 +775,7 @@ fn frame_job(tx: &mut Tx, job: &mut TxJob, copy: bool, max: usize) -> Result<(),
                 if let Some(c) = crc.as_mut() {
                     c.update(&tx.frames[a..]);
                 }
-                tx.pieces.push(Piece::Frame(a, a + k));
+                tx.push_frame(a, a + k);
             } else {
                 tx.pieces.push(Piece::Mem {
                     seg: i,
@@ -772,7 +793,7 @@ fn frame_job(tx: &mut Tx, job: &mut TxJob, copy: bool, max: usize) -> Result<(),
         let crc_bytes = crc.map(|c| c.wire_bytes()).unwrap_or([0; 4]);
         tx.frames.extend_from_slice(&crc_bytes);
         let b = tx.frames.len();
-        tx.pieces.push(Piece::Frame(a, b));
+        tx.push_frame(a, b);
         debug_assert_eq!(fpdu_len(ulpdu_len), 2 + ulpdu_len + pad + 4, "FPDU framing");
         job.off += pay;
         if last {
@@ -784,7 +805,7 @@ fn frame_job(tx: &mut Tx, job: &mut TxJob, copy: bool, max: usize) -> Result<(),
                 let framed = tx.enc.encode_segment(&imm, &mut tx.frames);
                 debug_assert!(framed.is_ok(), "a 26-byte ULPDU always frames");
                 let b = tx.frames.len();
-                tx.pieces.push(Piece::Frame(a, b));
+                tx.push_frame(a, b);
             }
             job.framed_last = true;
             break;
@@ -806,7 +827,41 @@ impl Tx {
             && self
                 .job
                 .as_ref()
-                .is_none_or(|j| j.framed_last && self.at == self.pieces.len())
+                .is_none_or(|j| j.cur.framed_last && self.at == self.pieces.len())
+    }
+
+    /// Queues `frames[a..b]` behind the batch: as more of the last piece if that piece ends at
+    /// `a` and is not all written yet, so a run of copied frames is one iovec.
+    fn push_frame(&mut self, a: usize, b: usize) {
+        if self.pieces.len() > self.at {
+            if let Some(Piece::Frame(_, end)) = self.pieces.last_mut() {
+                if *end == a {
+                    *end = b;
+                    return;
+                }
+            }
+        }
+        self.pieces.push(Piece::Frame(a, b));
+    }
+
+    /// Cuts the batch back to its first `f` frame bytes and `p` pieces (the last of which may
+    /// have grown past `f` since).
+    fn cut_to(&mut self, f: usize, p: usize) {
+        self.frames.truncate(f);
+        self.pieces.truncate(p);
+        if let Some(Piece::Frame(_, end)) = self.pieces.last_mut() {
+            *end = (*end).min(f);
+        }
+    }
+
+    /// Nothing waits to be written (no control frame, no unwritten piece, no job left to
+    /// frame) and nothing holds FPDUs back: a message may be framed as a batch of its own.
+    fn idle(&self) -> bool {
+        !self.hold
+            && !self.abandon
+            && self.ctl.is_empty()
+            && self.at == self.pieces.len()
+            && self.job.as_ref().is_none_or(|j| j.cur.framed_last)
     }
 
     /// A message posted at `now` by a thread whose `looks()` is `mark`: whether it goes into
