@@ -668,15 +668,18 @@ impl TcpConn {
                         source_to: src_to,
                     },
                 };
-                if tx.can_hold() {
+                // Into the held batch, or, with nothing waiting before it, framed as the batch
+                // to write now (Ok(false)); else queued behind what waits.
+                let held = tx.can_hold();
+                if held || tx.idle() {
                     tx.start_held();
                     let a = tx.frames.len();
                     if tx.enc.encode_segment(&seg, &mut tx.frames).is_ok() {
                         let b = tx.frames.len();
-                        tx.pieces.push(Piece::Frame(a, b));
-                        return Ok(true);
+                        tx.push_frame(a, b);
+                        return Ok(held);
                     }
-                    tx.frames.truncate(a);
+                    tx.cut_to(a, tx.pieces.len());
                 }
                 return if tx.push_segment(&seg) {
                     Ok(false)
