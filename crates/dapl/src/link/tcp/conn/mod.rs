@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
 use iwarp::fpdu::MAX_ULPDU_LEN;
@@ -170,7 +170,7 @@ pub(crate) struct TcpConn {
     sock: Socket,
     shared: Weak<Shared>,
     remote: SocketAddr,
-    ep: Mutex<Weak<Qp>>,
+    ep: OnceLock<Weak<Qp>>,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
     /// Bursts of small posts are written together (`TcpOptions::coalesce`).
@@ -198,7 +198,7 @@ impl TcpConn {
             sock,
             shared,
             remote,
-            ep: Mutex::new(Weak::new()),
+            ep: OnceLock::new(),
             rx: Mutex::new(Rx {
                 phase,
                 buf: vec![0u8; RX_BUF_START].into_boxed_slice(),
@@ -256,8 +256,15 @@ impl TcpConn {
         self.shared.upgrade()
     }
 
+    /// The endpoint, once it has one (set once, so reading it takes no lock).
     fn ep(&self) -> Option<Arc<Qp>> {
-        lock(&self.ep).upgrade()
+        self.ep.get()?.upgrade()
+    }
+
+    /// Gives the connection its endpoint (once).
+    fn set_ep(&self, ep: &Arc<Qp>) {
+        let first = self.ep.set(Arc::downgrade(ep)).is_ok();
+        debug_assert!(first, "a connection's endpoint is set once");
     }
 
     fn interest(&self, want_out: bool) -> EventFlags {
@@ -457,11 +464,7 @@ impl TcpConn {
 
     /// Completes a `shut` that found `rx` locked, once the receive path has let go of it.
     fn apply_pending_shut(&self) {
-        // A load first: the swap (an atomic read-modify-write, on every pass of the receive
-        // path) only when a shut is pending.
-        if self.shut_pending.load(Ordering::SeqCst)
-            && self.shut_pending.swap(false, Ordering::SeqCst)
-        {
+        if take_flag(&self.shut_pending) {
             self.close_rx(&mut lock(&self.rx));
         }
     }
@@ -489,6 +492,13 @@ impl TcpConn {
         };
         (out, false)
     }
+}
+
+/// Clears `flag` and says whether it was set: a load first, and the swap (an atomic
+/// read-modify-write, which the receive path would otherwise pay on every message) only when
+/// it is set. A flag set after the load is taken at the next look, as one set after the swap.
+fn take_flag(flag: &AtomicBool) -> bool {
+    flag.load(Ordering::SeqCst) && flag.swap(false, Ordering::SeqCst)
 }
 
 fn lock_try<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
@@ -615,7 +625,7 @@ impl TcpConn {
             tx.mulpdu = conn.mss_mulpdu();
             tx.hold = hold;
         }
-        *lock(&conn.ep) = Arc::downgrade(ep);
+        conn.set_ep(ep);
         Arc::new(conn)
     }
 

@@ -52,7 +52,7 @@ impl TcpConn {
                 dial,
             },
         ));
-        *lock(&conn.ep) = Arc::downgrade(ep);
+        conn.set_ep(ep);
         // Writability ends the connect (`on_writable`).
         lock(&conn.tx).want_out = true;
         // The endpoint learns its connection before epoll may drive it: once registered, the
@@ -290,7 +290,7 @@ impl PendingRequest for TcpRequest {
             tx.hold = true; // until the initiator's first FPDU
             c.flush_locked(&mut tx);
         }
-        *lock(&c.ep) = Arc::downgrade(ep);
+        c.set_ep(ep);
         let remote = c.remote;
         let conn: Arc<dyn Connection> = c.clone();
         if !ep.established(

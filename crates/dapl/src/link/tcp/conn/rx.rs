@@ -27,7 +27,7 @@ use iwarp::Segment;
 
 use super::cut_through::{CutSrc, CutStep};
 use super::tx::parse_write_immed_data;
-use super::{Phase, Rx, TcpConn, RX_BUF};
+use super::{take_flag, Phase, Rx, TcpConn, RX_BUF};
 use crate::engine::port::Payload;
 use crate::engine::qp::{place_at, PlaceFault, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::link::tcp::{lock, LINGER, RNR_GRACE};
@@ -76,7 +76,7 @@ impl TcpConn {
             if rx.cut.is_some() {
                 match self.cut_place(&mut rx, CutSrc::Socket) {
                     // The engine shut the stream meanwhile (as for staged segments).
-                    CutStep::Progress if self.shut_pending.swap(false, Ordering::SeqCst) => {
+                    CutStep::Progress if take_flag(&self.shut_pending) => {
                         rx.cut = None;
                         self.close_rx(&mut rx);
                         continue;
@@ -226,7 +226,7 @@ impl TcpConn {
 
     /// Transmits the responses to the Read Requests handled since the last call.
     fn answer_reads(&self) {
-        if self.reads_queued.swap(false, Ordering::SeqCst) {
+        if take_flag(&self.reads_queued) {
             if let Some(ep) = self.ep() {
                 ep.pump();
             }
@@ -379,7 +379,7 @@ impl TcpConn {
                         match step {
                             // The engine shut the stream meanwhile (a graceful disconnect that
                             // this segment completed): the rest is discarded.
-                            Step::Go if self.shut_pending.swap(false, Ordering::SeqCst) => {
+                            Step::Go if take_flag(&self.shut_pending) => {
                                 self.close_rx(&mut rx);
                                 break;
                             }
