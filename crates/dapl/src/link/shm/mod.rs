@@ -2005,8 +2005,8 @@ impl ShmConn {
             any = true;
             budget = budget.saturating_sub(rec.len());
             // The peer may have sent this after consuming our descriptor: that message
-            // completes first (the record's tail was read with Acquire, so its consumption,
-            // published before it, is seen).
+            // completes first (the record's first word was read with Acquire, so its
+            // consumption, published before it, is seen).
             self.settle(!polled);
             match self.handle(rx, &rec) {
                 Step::Go => wake_producer |= rx.ring.consume(&rec),
