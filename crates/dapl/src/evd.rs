@@ -44,13 +44,19 @@ const WAIT_SPIN: Duration = Duration::from_micros(50);
 pub const TIMEOUT_INFINITE: Option<Duration> = None;
 
 thread_local! {
-    /// Hand-off: while this thread's `dequeue` on an empty EVD polls the link, the EVD (its
-    /// address) and the first DTO completion the poll produced for it, which `dequeue` returns
-    /// without queueing it (no lock to push it, none to pop it: it is the event a push and a
-    /// pop would have returned, since the queue was empty). 0: no `dequeue` polls.
-    static HANDOFF: std::cell::RefCell<(usize, Option<(Event, bool)>)> =
-        const { std::cell::RefCell::new((0, None)) };
+    /// Hand-off: while this thread's `dequeue` on an empty EVD polls the link, that EVD (its
+    /// address), until the poll produced a DTO completion for it: then [`HANDED_OFF`], and the
+    /// completion is in [`HANDED`], which `dequeue` returns without queueing it (no lock to
+    /// push it, none to pop it: it is the event a push and a pop would have returned, since the
+    /// queue was empty). 0: no `dequeue` polls. A plain cell, as every empty poll arms it.
+    static HANDOFF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The completion handed off, and whether it was signalled.
+    static HANDED: std::cell::RefCell<Option<(Event, bool)>> =
+        const { std::cell::RefCell::new(None) };
 }
+
+/// `HANDOFF` once a completion was handed off (never an EVD's address).
+const HANDED_OFF: usize = 1;
 
 pub(crate) struct EvdState {
     queue: VecDeque<(Event, bool)>,
@@ -244,12 +250,16 @@ impl EvdInner {
             return Some(event);
         }
         let me = Arc::as_ptr(self) as usize;
+        // (A push from a thread-local's destructor finds the slots gone: queued.)
+        if HANDOFF.try_with(|h| h.get()) != Ok(me) {
+            return Some(event);
+        }
         let mut event = Some(event);
-        // (A push from a thread-local's destructor finds the slot gone: queued.)
-        let _ = HANDOFF.try_with(|h| {
+        let _ = HANDED.try_with(|h| {
             if let Ok(mut h) = h.try_borrow_mut() {
-                if h.0 == me && h.1.is_none() {
-                    h.1 = event.take().map(|e| (e, signalled));
+                if h.is_none() {
+                    *h = event.take().map(|e| (e, signalled));
+                    HANDOFF.set(HANDED_OFF);
                 }
             }
         });
@@ -330,9 +340,8 @@ impl<'a> Armed<'a> {
     /// Arms the slot for `evd`, unless a `dequeue` further out in this thread has.
     fn arm(evd: &'a Arc<EvdInner>) -> Option<Armed<'a>> {
         HANDOFF.with(|h| {
-            let mut h = h.borrow_mut();
-            (h.0 == 0).then(|| {
-                h.0 = Arc::as_ptr(evd) as usize;
+            (h.get() == 0).then(|| {
+                h.set(Arc::as_ptr(evd) as usize);
                 Armed(evd)
             })
         })
@@ -344,14 +353,10 @@ impl<'a> Armed<'a> {
     }
 
     fn disarm() -> Option<(Event, bool)> {
-        HANDOFF
-            .try_with(|h| {
-                let mut h = h.borrow_mut();
-                h.0 = 0;
-                h.1.take()
-            })
-            .ok()
-            .flatten()
+        if HANDOFF.try_with(|h| h.replace(0)).ok()? != HANDED_OFF {
+            return None;
+        }
+        HANDED.try_with(|h| h.borrow_mut().take()).ok().flatten()
     }
 }
 
