@@ -340,18 +340,7 @@ per_link!(
     |link| {
         const N: usize = 200;
         const LEN: usize = 8;
-        let a_attr = EpAttr {
-            max_request_dtos: N + 8,
-            ..Default::default()
-        };
-        let b_attr = EpAttr {
-            max_recv_dtos: N + 8,
-            ..Default::default()
-        };
-        let p = Pair::connect(
-            Side::with_qlen(link, Some(&a_attr), N + 8),
-            Side::with_qlen(link, Some(&b_attr), N + 8),
-        );
+        let p = Pair::streaming(link, N + 8);
         let src = p.a.lmr(N * LEN);
         let inbox = p.b.lmr(N * LEN);
         for round in 0..3 {

@@ -17,19 +17,8 @@ const SLOT: usize = 128;
 
 #[test]
 fn small_sends_that_find_the_ring_full_wait_and_arrive_whole_and_in_order() {
-    let a_attr = EpAttr {
-        max_request_dtos: N + 8,
-        ..Default::default()
-    };
-    let b_attr = EpAttr {
-        max_recv_dtos: N + 8,
-        ..Default::default()
-    };
     // Every completion may be queued before the first is dequeued: EVDs that hold them all.
-    let p = Pair::connect(
-        Side::with_qlen("shm", Some(&a_attr), N + 8),
-        Side::with_qlen("shm", Some(&b_attr), N + 8),
-    );
+    let p = Pair::streaming("shm", N + 8);
     let src = p.a.lmr(N * SLOT);
     let inbox = p.b.lmr(N * SLOT);
     for m in 0..N {

@@ -152,6 +152,24 @@ impl Pair {
         Self::connect(a, b)
     }
 
+    /// Two fresh sides on `link`, connected, for a stream from `a` to `b` of up to `depth`
+    /// messages at once: `a` queues `depth` requests, `b` holds `depth` receives, and every
+    /// EVD holds `depth` events (every completion may be queued before the first is taken).
+    pub fn streaming(link: &str, depth: usize) -> Pair {
+        let a_attr = EpAttr {
+            max_request_dtos: depth,
+            ..Default::default()
+        };
+        let b_attr = EpAttr {
+            max_recv_dtos: depth,
+            ..Default::default()
+        };
+        Self::connect(
+            Side::with_qlen(link, Some(&a_attr), depth),
+            Side::with_qlen(link, Some(&b_attr), depth),
+        )
+    }
+
     /// Connects two prepared sides ([`connect`], private data "hello" and "welcome");
     /// pre-posted receives stay posted.
     #[track_caller]
