@@ -823,14 +823,19 @@ impl Tx {
     /// FPDUs held for the initiator), and the batch is not full.
     fn can_hold(&self) -> bool {
         (self.held || self.corked)
-            && !self.hold
+            && self.nothing_before()
+            && self.frames.len() < HOLD_MAX
+            && (self.job.is_none() || self.at == self.pieces.len())
+    }
+
+    /// Nothing queued must go before a new message: no control frame, no job left to frame,
+    /// no FPDUs held for the initiator, nothing being abandoned. (Pieces framed but not
+    /// written yet may wait: the message goes behind them.)
+    fn nothing_before(&self) -> bool {
+        !self.hold
             && !self.abandon
             && self.ctl.is_empty()
-            && self.frames.len() < HOLD_MAX
-            && self
-                .job
-                .as_ref()
-                .is_none_or(|j| j.cur.framed_last && self.at == self.pieces.len())
+            && self.job.as_ref().is_none_or(|j| j.cur.framed_last)
     }
 
     /// Queues `frames[a..b]` behind the batch: as more of the last piece if that piece ends at
@@ -860,11 +865,7 @@ impl Tx {
     /// Nothing waits to be written (no control frame, no unwritten piece, no job left to
     /// frame) and nothing holds FPDUs back: a message may be framed as a batch of its own.
     fn idle(&self) -> bool {
-        !self.hold
-            && !self.abandon
-            && self.ctl.is_empty()
-            && self.at == self.pieces.len()
-            && self.job.as_ref().is_none_or(|j| j.cur.framed_last)
+        self.nothing_before() && self.at == self.pieces.len()
     }
 
     /// A message posted at `now` by a thread whose `looks()` is `mark`: whether it goes into
