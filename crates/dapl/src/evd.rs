@@ -254,16 +254,15 @@ impl EvdInner {
         if HANDOFF.try_with(|h| h.get()) != Ok(me) {
             return Some(event);
         }
-        let mut event = Some(event);
+        let mut event = Some((event, signalled));
         let _ = HANDED.try_with(|h| {
-            if let Ok(mut h) = h.try_borrow_mut() {
-                if h.is_none() {
-                    *h = event.take().map(|e| (e, signalled));
-                    HANDOFF.set(HANDED_OFF);
-                }
-            }
+            // Armed for this EVD and nothing handed off yet: the slot is empty (`disarm`
+            // empties it whenever it disarms `HANDED_OFF`).
+            let before = h.replace(event.take());
+            debug_assert!(before.is_none(), "a hand-off slot armed while full");
+            HANDOFF.set(HANDED_OFF);
         });
-        event
+        event.map(|(e, _)| e)
     }
 
     fn overflow(self: &Arc<Self>) {
