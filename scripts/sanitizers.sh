@@ -17,6 +17,9 @@ if ! rustup +nightly component list --installed 2>/dev/null | grep -q '^miri'; t
 fi
 target=$(rustc +nightly -vV | sed -n 's/^host: //p')
 out=$(mktemp)
+# scripts/test.sh sets DAPLRS_KEEP_TARGETS=0 to remove each tool's build once its checks ran
+# (about 1.8 GB in all); run alone, this script keeps them for the next run.
+prune() { [ "${DAPLRS_KEEP_TARGETS:-1}" = 1 ] || rm -rf "$@"; }
 
 check() { # name, command...
   local name=$1
@@ -39,6 +42,7 @@ check "miri mem (alignment)" env MIRIFLAGS=-Zmiri-disable-weak-memory-emulation 
 # The shm link's ring: records between two threads over one mapping, garbage refused; and the
 # wake-up decisions it takes (link/shm/wake.rs; their loom models run in scripts/test.sh).
 check "miri shm ring" cargo +nightly miri test -q -p dapl --lib -- link::shm::ring link::shm::wake
+prune target/miri
 
 # ThreadSanitizer needs the standard library built with it (rust-src, -Zbuild-std).
 tsan() {
@@ -52,6 +56,7 @@ check "tsan conformance_polling" tsan --test conformance_polling
 check "tsan raii" tsan --test raii
 # Many threads posting and taking completions from shared EVDs and a CNO, every link.
 check "tsan threads" tsan --test threads
+prune target/tsan
 
 # AddressSanitizer: the memory a test lends (heap buffers) is freed right after the LMR's free;
 # any access by the provider after it is a use after free. (tcp_revocation.rs also unmaps.)
@@ -62,3 +67,4 @@ asan() {
 }
 check "asan revocation" asan --test conformance_lmr_free --test tcp_revocation \
   --test owned_registration
+prune target/asan

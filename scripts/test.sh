@@ -22,6 +22,19 @@ if command -v rustup >/dev/null; then
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 fi
 
+# Disk: a CI machine may have only a few GB free (a run on 2026-11-27 ran out in the sanitizer
+# stage). A clean clone gains nothing from incremental compilation (3.7 GB of a 4.3 GB
+# target/debug), and test binaries need line tables for backtraces, not full debug info (1.8 ->
+# 1.1 GB for the workspace's tests). Stages whose build is not used later remove it
+# (DAPLRS_KEEP_TARGETS=1 keeps them), and each stage prints what is free.
+export CARGO_INCREMENTAL=0
+export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+keep_targets=${DAPLRS_KEEP_TARGETS:-0}
+export DAPLRS_KEEP_TARGETS=$keep_targets
+disk() { echo "disk: $(df -Ph . | awk 'NR == 2 { print $4 }') free, target $(du -sh target 2>/dev/null | cut -f1)"; }
+prune() { [ "$keep_targets" = 1 ] || rm -rf "$@"; }
+disk
+
 echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy"
@@ -48,8 +61,10 @@ cargo test -p dapl --features tokio --doc 2>&1 | tee -a "$log"
 echo "== loom (shm wake-up protocol, transmit turns)"
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
   cargo test -p dapl --release --lib loom 2>&1 | tee -a "$log"
+prune target/loom
 # The examples of crates/dapl, run: each checks what it moved and exits non-zero otherwise.
 # One PASS/FAIL line each, counted below.
+disk
 echo "== examples (crates/dapl/examples)"
 cargo build -q -p dapl --features tokio --examples
 run_example() {
@@ -65,22 +80,26 @@ done
 for ex in two_process_tcp async_echo loopback_tour; do run_example "$ex" | tee -a "$log"; done
 for link in loopback tcp shm; do run_example per_message -- "$link" 2000 | tee -a "$log"; done
 # Package contents and manifests of the two library crates (built from the packaged sources).
+disk
 echo "== cargo package -p iwarp -p dapl"
 cargo package -q -p iwarp -p dapl --allow-dirty
 # Wire decode: dapl-rs tcp-link sessions captured on loopback and decoded by tshark (CRC off,
 # on, on at MTU 1500; docs/interop-tshark.md). One PASS/FAIL line per check, counted below.
+disk
 echo "== tshark decode (scripts/tshark-check.sh)"
 tshark_rc=0
 ./scripts/tshark-check.sh | tee -a "$log" || tshark_rc=$?
 [ "$tshark_rc" = 0 ] || echo "FAIL tshark-check (exit $tshark_rc)" | tee -a "$log"
 # The real DAT programs (dtest, dtestcm, dtestsrq, dtestx, dapltest from dapl2-utils) through
 # libdat2 and a dat.conf pointing at libdaplrs.so; docs/dat-programs.md. One PASS/FAIL line each.
+disk
 echo "== DAT programs (scripts/dat-programs.sh)"
 dat_rc=0
 ./scripts/dat-programs.sh | tee -a "$log" || dat_rc=$?
 [ "$dat_rc" = 0 ] || echo "FAIL dat-programs (exit $dat_rc)" | tee -a "$log"
 # The same programs over the shm link: every check but the two-namespace one (shm is for
 # processes of one host, and a network namespace is another host to it).
+disk
 echo "== DAT programs over shm (scripts/dat-programs.sh, ia_params \"shm <ipv4>\")"
 dat_rc=0
 DATPROG_LABEL="shm: " DATPROG_IA_PARAMS="shm %s" ./scripts/dat-programs.sh --skip 'netns' |
@@ -90,6 +109,7 @@ DATPROG_LABEL="shm: " DATPROG_IA_PARAMS="shm %s" ./scripts/dat-programs.sh --ski
 # above and its contents checked; as root also installed with apt-get, dtest run against it
 # through /etc/dat.conf, removed and purged (/etc/dat.conf put back byte for byte). One
 # PASS/FAIL line per check, counted below.
+disk
 echo "== Debian package (scripts/deb-check.sh)"
 deb_rc=0
 ./scripts/deb-check.sh | tee -a "$log" || deb_rc=$?
@@ -97,12 +117,14 @@ deb_rc=0
 # Miri over the registered-memory unit tests, ThreadSanitizer over the threaded and polling
 # tests, AddressSanitizer over the revocation tests (nightly toolchain, installed by rustup;
 # docs/architecture.md, "Memory safety"). One PASS/FAIL line per check, counted below.
+disk
 echo "== sanitizers (scripts/sanitizers.sh)"
 san_rc=0
 ./scripts/sanitizers.sh | tee -a "$log" || san_rc=$?
 [ "$san_rc" = 0 ] || echo "FAIL sanitizers (exit $san_rc)" | tee -a "$log"
 # Interop with the Linux kernel's siw (QEMU guest from ../shared/siw-vm): the codec probe and
 # the dapl-rs rping, both directions, CRC off and on. One PASS/FAIL line per check, counted below.
+disk
 echo "== siw interop (scripts/siw-interop.sh)"
 siw_err=$(mktemp)
 siw_rc=0
@@ -111,6 +133,7 @@ if [ "$siw_rc" != 0 ]; then
   tail -30 "$siw_err"
   echo "FAIL siw-interop (exit $siw_rc; stderr above)" | tee -a "$log"
 fi
+disk
 # One closing line over every test binary (cargo's own last line is the last binary's only).
 # (and every PASS/FAIL line of the interop checks).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
