@@ -115,9 +115,6 @@ const POLL_WINDOW_NS: u64 = 4_000_000;
 const WINDOW_EVERY: u32 = 64;
 /// How long the progress thread polls the rings itself after a doorbell woke it.
 const SPIN_NS: u64 = 50_000;
-/// Slack on the "polled until" mark the spinning thread writes (it is refreshed only every
-/// millisecond: `ring::poll_until`).
-const POLL_REFRESH_SLACK_NS: u64 = 2_000_000;
 
 const MAGIC_REQUEST: &[u8; 4] = b"DRSQ";
 const MAGIC_ACCEPT: &[u8; 4] = b"DRSA";
@@ -912,7 +909,7 @@ impl Shared {
         loop {
             let mut any = false;
             for c in &conns {
-                ring::poll_until(&c.inbound, until + POLL_REFRESH_SLACK_NS);
+                ring::mark_polled(&c.inbound);
                 if c.has_input() {
                     any |= c.poll_rx();
                 }
@@ -1218,10 +1215,10 @@ impl Progress for ShmLink {
             let Ok(mut ready) = ready.try_borrow_mut() else {
                 return false; // re-entered from a handler (its poll opened the windows)
             };
-            let conns_with_input = |ready: &mut Vec<Arc<ShmConn>>, until: Option<u64>| {
+            let conns_with_input = |ready: &mut Vec<Arc<ShmConn>>, mark: bool| {
                 for c in lock(&self.shared.conns).iter() {
-                    if let Some(u) = until {
-                        ring::poll_until(&c.inbound, u);
+                    if mark {
+                        ring::mark_polled(&c.inbound);
                     }
                     if c.has_input() {
                         ready.push(c.clone());
@@ -1236,7 +1233,7 @@ impl Progress for ShmLink {
                 wake::poll_window(
                     &self.shared.hot_until,
                     until,
-                    || conns_with_input(&mut ready, Some(until)),
+                    || conns_with_input(&mut ready, true),
                     || self.shared.end_polling(false),
                 );
                 // A window opened while the progress thread sleeps idle: it must wake when
@@ -1246,7 +1243,7 @@ impl Progress for ShmLink {
                     ring_bell(&self.shared.kick);
                 }
             } else {
-                conns_with_input(&mut ready, None);
+                conns_with_input(&mut ready, false);
             }
             let mut any = false;
             for c in ready.drain(..) {
@@ -1827,7 +1824,7 @@ impl ShmConn {
 
     /// Rings the peer's doorbell for records just published, unless it polls its ring.
     fn notify_peer(&self, tx: &Tx) {
-        if tx.ring.needs_bell(mono_ns()) {
+        if tx.ring.needs_bell() {
             ring_bell(&self.peer_bell);
         }
     }

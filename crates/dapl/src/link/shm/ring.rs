@@ -10,8 +10,9 @@
 //! - `HEAD` (u64): bytes the consumer has consumed in total.
 //! - `WAITING` (u64): set by a producer that found the ring full; the consumer that frees
 //!   space clears it and rings the producer's doorbell.
-//! - `POLLING` (u64): until when (CLOCK_MONOTONIC, ns) a consumer polls the ring itself: the
-//!   producer need not ring its doorbell before then.
+//! - `POLLING` (u64): not 0 while a consumer polls the ring itself (the consumer's IA has a
+//!   polling window open, and whoever ends it clears the word): the producer need not ring
+//!   its doorbell meanwhile.
 //! - `DATA`..: the records, `cap` bytes (a power of two), positions taken modulo `cap`.
 //!
 //! Who rings whom after reading or writing these words is decided in [`wake`](super::wake)
@@ -217,10 +218,10 @@ pub(crate) fn pending(mem: &RegionMemory, cap: usize) -> bool {
     word(mem, at).load(Ordering::Relaxed) != 0
 }
 
-/// Tells the producer of the ring in `mem` that its consumer polls it until `until_ns` (the
-/// producer need not ring before then).
-pub(crate) fn poll_until(mem: &RegionMemory, until_ns: u64) {
-    wake::poll_until(word(mem, POLLING), until_ns);
+/// Tells the producer of the ring in `mem` that its consumer polls it (the producer need not
+/// ring until [`stop_polling`]). Only under the IA's polling window ([`wake::poll_window`]).
+pub(crate) fn mark_polled(mem: &RegionMemory) {
+    wake::mark_polled(word(mem, POLLING));
 }
 
 /// The consumer of the ring in `mem` stops polling it: its producer rings again. True if
@@ -440,8 +441,8 @@ impl Producer {
     /// After a publish: true if the consumer must be woken (its doorbell rung), false while
     /// it polls the ring itself. Fenced against the consumer's [`stop_polling`]: of a publish
     /// and a consumer going to sleep, one sees the other ([`wake::needs_bell`]).
-    pub(crate) fn needs_bell(&self, now_ns: u64) -> bool {
-        wake::needs_bell(word(&self.mem, POLLING), now_ns)
+    pub(crate) fn needs_bell(&self) -> bool {
+        wake::needs_bell(word(&self.mem, POLLING))
     }
 }
 

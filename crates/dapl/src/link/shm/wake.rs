@@ -11,12 +11,14 @@
 //! in which both could miss each other) has a SeqCst fence between the store and the look,
 //! paired with a fence on the other side:
 //! - [`needs_bell`] after a publish and [`stop_polling`]: a producer skips the doorbell only
-//!   while the consumer polls; a consumer that stops polling looks at the tail once more.
+//!   while the ring is marked polled; a consumer that clears the mark looks at the tail once
+//!   more.
 //! - [`look_or_wait`] and [`consume`]: a producer that found no room marks itself waiting and
 //!   looks at the head once more; a consumer that moved the head takes the flag and rings.
-//! - [`poll_window`], [`still_open`] and [`close_window`] / [`expire_window`]: whoever writes a
-//!   ring's window looks at the IA's window after writing it and stops the rings itself if the
-//!   window was closed meanwhile; whoever closes the IA's window stops the rings after it.
+//! - [`poll_window`], [`still_open`] and [`close_window`] / [`expire_window`]: whoever marks a
+//!   ring polled looks at the IA's window after writing it and stops the rings itself if the
+//!   window was closed meanwhile; whoever closes the IA's window stops the rings after it. So a
+//!   ring's mark never outlives the IA's window, and the producer reads no clock.
 //! - [`begin_idle`] and [`poll_window`]'s look: the progress thread that goes to sleep with no
 //!   window open marks it and looks at the IA's window once more; a consumer that opened the
 //!   window from closed then finds the mark ([`kick_idle`]) and wakes the thread, so that it
@@ -53,9 +55,6 @@ impl Word for AtomicU64 {
     }
 }
 
-/// How far a polling consumer's window must have moved before it writes the word again.
-pub(crate) const POLL_REFRESH_NS: u64 = 1_000_000;
-
 // ---------------------------------------------------------------------------------------------
 // One ring: the producer's doorbell (POLLING) and the consumer's (WAITING).
 
@@ -65,12 +64,15 @@ pub(crate) fn publish<W: Word>(tail_word: &W, tail: u64) {
     tail_word.store(tail, Ordering::Release);
 }
 
-/// After a publish: true if the consumer must be woken (its doorbell rung), false while its
-/// window (`polling`) lies ahead of `now_ns`. Fenced against [`stop_polling`]: of a publish and
-/// a consumer that stops polling, one sees the other.
-pub(crate) fn needs_bell<W: Word>(polling: &W, now_ns: u64) -> bool {
+/// After a publish: true if the consumer must be woken (its doorbell rung), false while the
+/// ring is marked polled (`polling` not 0). Fenced against [`stop_polling`]: of a publish and
+/// a consumer that stops polling, one sees the other. No clock: a mark never outlives the
+/// IA's window, whose closer or the progress thread at its end clears it ([`poll_window`]),
+/// so the producer need not compare it with the time (a clock read was about 40 ns of every
+/// message here).
+pub(crate) fn needs_bell<W: Word>(polling: &W) -> bool {
     W::fence(Ordering::SeqCst);
-    polling.load(Ordering::SeqCst) <= now_ns
+    polling.load(Ordering::SeqCst) == 0
 }
 
 /// True if the tail says the ring holds records not consumed yet (Acquire: the records before
@@ -79,11 +81,12 @@ pub(crate) fn pending<W: Word>(tail: &W, head: &W) -> bool {
     tail.load(Ordering::Acquire) != head.load(Ordering::Relaxed)
 }
 
-/// The consumer polls the ring until `until_ns`: its producer need not ring before then.
-/// Written only when it moves on by a good part of the window (no shared-line write per poll).
-pub(crate) fn poll_until<W: Word>(polling: &W, until_ns: u64) {
-    if polling.load(Ordering::Relaxed) + POLL_REFRESH_NS < until_ns {
-        polling.store(until_ns, Ordering::SeqCst);
+/// The consumer polls the ring: its producer need not ring until [`stop_polling`]. Written
+/// only when the mark is clear (no shared-line write per poll). Only under the IA's window
+/// ([`poll_window`]): whoever closes or expires the window clears every ring's mark.
+pub(crate) fn mark_polled<W: Word>(polling: &W) {
+    if polling.load(Ordering::Relaxed) == 0 {
+        polling.store(1, Ordering::SeqCst);
     }
 }
 
@@ -126,8 +129,8 @@ pub(crate) fn consume<W: Word>(head_word: &W, waiting: &W, head: u64) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The IA's window (`hot_until`): until when a consumer of the IA polls its rings (0: none).
 
-/// A consumer of the IA polls: opens the IA's window until `until_ns`, then `mark` writes the
-/// rings' windows ([`poll_until`]; it may do more meanwhile), then [`still_open`]: if the window
+/// A consumer of the IA polls: opens the IA's window until `until_ns`, then `mark` marks the
+/// rings polled ([`mark_polled`]; it may do more meanwhile), then [`still_open`]: if the window
 /// was closed in between, `stop` stops the rings (every ring's [`stop_polling`]). Returns what
 /// `mark` returned.
 pub(crate) fn poll_window<W: Word, R>(
@@ -139,7 +142,7 @@ pub(crate) fn poll_window<W: Word, R>(
     hot.store(until_ns, Ordering::SeqCst);
     let r = mark();
     // Another consumer may have gone idle meanwhile (the window closed, every ring told to
-    // ring again) before the rings' windows just written: producers would skip the doorbell
+    // ring again) before the rings' marks just written: producers would skip the doorbell
     // with nobody left to look.
     if !still_open(hot) {
         stop();
@@ -147,7 +150,7 @@ pub(crate) fn poll_window<W: Word, R>(
     r
 }
 
-/// After writing rings' windows: true if the IA's window is still open (its closer stops
+/// After marking rings polled: true if the IA's window is still open (its closer stops
 /// those rings after closing it); false if it was closed, and the writer must stop the rings
 /// itself. Fenced against [`close_window`] and [`expire_window`].
 pub(crate) fn still_open<W: Word>(hot: &W) -> bool {
@@ -201,33 +204,35 @@ pub(crate) fn kick_idle<W: Word>(idle: &W) -> bool {
 mod tests {
     use super::*;
 
-    const NOW: u64 = 10 * POLL_REFRESH_NS;
+    const NOW: u64 = 10_000_000;
 
     #[test]
-    fn a_producer_skips_the_bell_only_while_the_window_lies_ahead() {
+    fn a_producer_skips_the_bell_only_while_the_ring_is_marked_polled() {
         let (tail, head, polling) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
         publish(&tail, 64);
-        assert!(needs_bell(&polling, NOW), "nobody polls");
-        poll_until(&polling, NOW + 4 * POLL_REFRESH_NS);
-        assert!(!needs_bell(&polling, NOW), "polled");
-        assert!(needs_bell(&polling, NOW + 4 * POLL_REFRESH_NS), "ran out");
+        assert!(needs_bell(&polling), "nobody polls");
+        mark_polled(&polling);
+        assert!(!needs_bell(&polling), "polled");
         assert!(
             stop_polling(&polling, &tail, &head),
             "the record no bell announced"
         );
-        assert!(needs_bell(&polling, NOW));
+        assert!(needs_bell(&polling), "stopped");
         head.store(64, Ordering::Relaxed);
-        assert!(!stop_polling(&polling, &tail, &head));
+        mark_polled(&polling);
+        assert!(!stop_polling(&polling, &tail, &head), "nothing unannounced");
+        assert!(needs_bell(&polling));
     }
 
     #[test]
-    fn a_poll_moves_the_rings_window_only_by_a_good_part_of_it() {
+    fn a_poll_writes_the_rings_mark_only_when_it_is_clear() {
         let polling = AtomicU64::new(0);
-        poll_until(&polling, NOW);
-        poll_until(&polling, NOW + POLL_REFRESH_NS / 2);
-        assert_eq!(polling.load(Ordering::Relaxed), NOW);
-        poll_until(&polling, NOW + 2 * POLL_REFRESH_NS);
-        assert_eq!(polling.load(Ordering::Relaxed), NOW + 2 * POLL_REFRESH_NS);
+        mark_polled(&polling);
+        assert_eq!(polling.load(Ordering::Relaxed), 1);
+        // Any mark counts: a set one is not written again (no shared-line write per poll).
+        polling.store(7, Ordering::Relaxed);
+        mark_polled(&polling);
+        assert_eq!(polling.load(Ordering::Relaxed), 7);
     }
 
     #[test]
@@ -252,7 +257,7 @@ mod tests {
         let hot = AtomicU64::new(0);
         let polling = AtomicU64::new(0);
         let mut stopped = false;
-        poll_window(&hot, NOW, || poll_until(&polling, NOW), || stopped = true);
+        poll_window(&hot, NOW, || mark_polled(&polling), || stopped = true);
         assert!(!stopped && still_open(&hot));
         assert!(close_window(&hot), "open: the closer stops the rings");
         assert!(!close_window(&hot), "closed once");
@@ -292,8 +297,10 @@ mod loom_models {
 
     type W = loom::sync::atomic::AtomicU64;
 
-    /// A clock that stands still: windows are open (ahead of it) or closed (0).
-    const NOW: u64 = 10 * POLL_REFRESH_NS;
+    /// A clock that stands still: the IA's windows are open (ahead of it) or closed (0).
+    const NOW: u64 = 10_000_000;
+    /// An IA's window of 4 ms.
+    const WINDOW: u64 = 4_000_000;
     /// A record's bytes.
     const REC: u64 = 64;
 
@@ -343,7 +350,7 @@ mod loom_models {
     #[test]
     fn loom_a_published_record_is_seen_by_the_consumer_or_rung() {
         loom::model(|| {
-            let r = Ring::new(0, 0, NOW + 4 * POLL_REFRESH_NS);
+            let r = Ring::new(0, 0, 1);
             let p = {
                 let r = r.clone();
                 thread::spawn(move || {
@@ -352,7 +359,7 @@ mod loom_models {
                     r.record.store(42, Ordering::Relaxed);
                     r.first.store(REC, Ordering::Release);
                     publish(&r.tail, REC);
-                    if needs_bell(&r.polling, NOW) {
+                    if needs_bell(&r.polling) {
                         r.consumer_bell.fetch_add(1, Ordering::Relaxed);
                     }
                 })
@@ -415,22 +422,21 @@ mod loom_models {
     }
 
     impl Ia {
-        /// One consumer polls the IA (its window open until `NOW` + 4 ms, the ring's too).
+        /// One consumer polls the IA (its window open until `NOW` + 4 ms, the ring marked).
         fn polled() -> Arc<Ia> {
-            let until = NOW + 4 * POLL_REFRESH_NS;
             Arc::new(Ia {
-                hot: W::new(until),
-                ring: Ring::new(0, 0, until),
+                hot: W::new(NOW + WINDOW),
+                ring: Ring::new(0, 0, 1),
             })
         }
 
-        /// `Progress::poll` of the link: the IA's window and the ring's opened later on.
+        /// `Progress::poll` of the link: the IA's window opened later on, the ring marked.
         fn poll(&self, until: u64) {
             let ring = &self.ring;
             poll_window(
                 &self.hot,
                 until,
-                || poll_until(&ring.polling, until),
+                || mark_polled(&ring.polling),
                 || self.stop(),
             );
         }
@@ -450,31 +456,31 @@ mod loom_models {
             }
         }
 
-        /// No ring's window is open unless the IA's is (someone polls, and will close it).
+        /// No ring is marked polled unless the IA's window is open (someone polls, and will close it).
         fn check(&self) {
             let hot = self.hot.load(Ordering::Relaxed);
             let ring = self.ring.polling.load(Ordering::Relaxed);
             assert!(
                 hot != 0 || ring == 0,
-                "the ring's window is open until {ring} with the IA's closed: \
+                "the ring is marked polled ({ring}) with the IA's window closed: \
                  its producer skips the doorbell and nobody polls"
             );
         }
     }
 
-    /// One thread polls (reopening the ring's window) while another, which had polled, goes
-    /// to sleep (closing the IA's window): no ring's window is left open with the IA's closed.
-    /// (The hang of dapltest over shm; fails with the look before the ring's window is
+    /// One thread polls (marking the ring again) while another, which had polled, goes
+    /// to sleep (closing the IA's window): no ring is left marked with the IA's window closed.
+    /// (The hang of dapltest over shm; fails with the look before the ring's mark is
     /// written, or without the fences of `still_open` / `close_window`.)
     #[test]
-    fn loom_a_poll_racing_an_idle_leaves_no_window_open_with_nobody_polling() {
+    fn loom_a_poll_racing_an_idle_leaves_no_ring_marked_polled_with_nobody_polling() {
         loom::model(|| {
             let ia = Ia::polled();
             let b = {
                 let ia = ia.clone();
                 thread::spawn(move || ia.idle())
             };
-            ia.poll(NOW + 8 * POLL_REFRESH_NS);
+            ia.poll(NOW + 2 * WINDOW);
             b.join().unwrap();
             ia.check();
         });
@@ -483,7 +489,7 @@ mod loom_models {
     /// The same with the progress thread ending its spin meanwhile (`Shared::spin`: its own
     /// windows written on the rings, then the look at the IA's).
     #[test]
-    fn loom_a_spin_ending_meanwhile_leaves_no_window_open_with_nobody_polling() {
+    fn loom_a_spin_ending_meanwhile_leaves_no_ring_marked_polled_with_nobody_polling() {
         loom::model(|| {
             let ia = Ia::polled();
             let b = {
@@ -493,13 +499,13 @@ mod loom_models {
             let spin = {
                 let ia = ia.clone();
                 thread::spawn(move || {
-                    poll_until(&ia.ring.polling, NOW + 16 * POLL_REFRESH_NS);
+                    mark_polled(&ia.ring.polling);
                     if !still_open(&ia.hot) {
                         ia.stop();
                     }
                 })
             };
-            ia.poll(NOW + 8 * POLL_REFRESH_NS);
+            ia.poll(NOW + 2 * WINDOW);
             b.join().unwrap();
             spin.join().unwrap();
             ia.check();
@@ -507,9 +513,9 @@ mod loom_models {
     }
 
     /// A poll while the progress thread finds the IA's window run out (read before the poll
-    /// reopened it: the thread closes the new window too): no ring's window is left open.
+    /// reopened it: the thread closes the new window too): no ring is left marked.
     #[test]
-    fn loom_a_window_running_out_during_a_poll_leaves_no_window_open() {
+    fn loom_a_window_running_out_during_a_poll_leaves_no_ring_marked_polled() {
         loom::model(|| {
             let ia = Ia::polled();
             let progress = {
@@ -522,7 +528,7 @@ mod loom_models {
                     }
                 })
             };
-            ia.poll(NOW + 8 * POLL_REFRESH_NS);
+            ia.poll(NOW + 2 * WINDOW);
             progress.join().unwrap();
             ia.check();
         });
