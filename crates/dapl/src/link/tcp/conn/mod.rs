@@ -475,7 +475,7 @@ impl TcpConn {
     fn write_taken(&self, tx: &mut Tx) -> (TxOutcome, bool) {
         let flushed = self.flush_locked(tx);
         if self.coalesce {
-            tx.burst.ended(super::mono_ns());
+            tx.burst.ended(super::mono_ns);
         }
         if !(flushed || tx.revoked) {
             tx.notify = true;
@@ -511,7 +511,6 @@ fn lock_try<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
 
 impl Connection for TcpConn {
     fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
-        let now = if self.coalesce { super::mono_ns() } else { 0 };
         let mut corks = false;
         let (out, want_out) = {
             let mut tx = lock(&self.tx);
@@ -523,7 +522,7 @@ impl Connection for TcpConn {
                 };
             }
             if self.coalesce {
-                corks = tx.note_post(now, super::looks(), tx::coalescible(&msg));
+                corks = tx.note_post(super::mono_ns, super::looks(), tx::coalescible(&msg));
             }
             match self.start_job(&mut tx, msg) {
                 // Not taken: a burst this post began to hold is still told to the link below
@@ -531,7 +530,7 @@ impl Connection for TcpConn {
                 Err(o) => (o, false),
                 // In the held batch: written by `flush` (or once the batch is full).
                 Ok(true) if tx.frames.len() < tx::HOLD_MAX => {
-                    tx.burst.ended(now);
+                    tx.burst.ended_held();
                     (TxOutcome::Sent, false)
                 }
                 Ok(_) => self.write_taken(&mut tx),
