@@ -31,7 +31,7 @@ export CARGO_INCREMENTAL=0
 export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 keep_targets=${DAPLRS_KEEP_TARGETS:-0}
 export DAPLRS_KEEP_TARGETS=$keep_targets
-disk() { echo "disk: $(df -Ph . | awk 'NR == 2 { print $4 }') free, target $(du -sh target 2>/dev/null | cut -f1)"; }
+disk() { echo "[$(date +%T), ${SECONDS}s] disk: $(df -Ph . | awk 'NR == 2 { print $4 }') free, target $(du -sh target 2>/dev/null | cut -f1)"; }
 prune() { [ "$keep_targets" = 1 ] || rm -rf "$@"; }
 disk
 
