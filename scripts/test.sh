@@ -32,7 +32,7 @@ export CARGO_PROFILE_DEV_DEBUG=line-tables-only
 keep_targets=${DAPLRS_KEEP_TARGETS:-0}
 export DAPLRS_KEEP_TARGETS=$keep_targets
 disk() { echo "[$(date +%T), ${SECONDS}s] disk: $(df -Ph . | awk 'NR == 2 { print $4 }') free, target $(du -sh target 2>/dev/null | cut -f1)"; }
-prune() { [ "$keep_targets" = 1 ] || rm -rf "$@"; }
+prune() { [ "$keep_targets" = 1 ] || { echo "removing $(du -sch "$@" 2>/dev/null | tail -1 | cut -f1) ($*)"; rm -rf "$@"; }; }
 disk
 
 echo "== cargo fmt --check"
