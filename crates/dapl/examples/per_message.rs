@@ -5,10 +5,12 @@
 //! `valgrind --tool=callgrind` the instructions of each function, the same from run to run.
 //! docs/architecture.md ("Where the time goes") says what it found.
 //!
-//! Run: `cargo run --release -p dapl --example per_message [-- IA_NAME [MESSAGES [suppress]]]`
+//! Run: `cargo run --release -p dapl --example per_message [-- IA_NAME [MESSAGES [suppress|empty]]]`
 //! (default `loopback`, 100000; `tcp`, `shm`). It checks every message's bytes and cookies.
 //! `suppress` posts the Sends with `SUPPRESS` and dequeues only the receive, as the
 //! ping-pong of `datperf` does: what is left is the work on a half round trip's path.
+//! `empty` only dequeues an EVD with nothing to come, `MESSAGES` times: the cost of one look
+//! of a consumer spinning for its next completion.
 
 mod common;
 
@@ -28,7 +30,11 @@ fn main() -> Res<()> {
     let (_, _psp) = connect(&a, &ia, &b, b"", b"")?;
     let recv = [b_mem.slice(0..64)?];
     let send = [a_mem.slice(0..8)?];
-    let suppress = std::env::args().nth(3).as_deref() == Some("suppress");
+    let mode = std::env::args().nth(3);
+    if mode.as_deref() == Some("empty") {
+        return empty_polls(&b, n);
+    }
+    let suppress = mode.as_deref() == Some("suppress");
     let send_flags = if suppress {
         CompletionFlags::SUPPRESS
     } else {
@@ -67,5 +73,19 @@ fn main() -> Res<()> {
     let per = start.elapsed().as_nanos() / u128::from(n.max(1));
     println!("{per} ns per message ({n} messages, both sides in this thread)");
     ia.close(CloseFlags::Abrupt)?;
+    Ok(())
+}
+
+/// `empty`: `n` dequeues of an EVD with nothing to come (what a consumer spinning for its
+/// next completion pays per look, with one connection established).
+fn empty_polls(b: &Side, n: u64) -> Res<()> {
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        if let Some(ev) = b.recv_evd.dequeue()? {
+            return Err(format!("an event from nowhere: {ev:?}").into());
+        }
+    }
+    let per = start.elapsed().as_nanos() / u128::from(n.max(1));
+    println!("{per} ns per empty dequeue ({n} dequeues)");
     Ok(())
 }
