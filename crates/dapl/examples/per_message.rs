@@ -5,8 +5,8 @@
 //! `valgrind --tool=callgrind` the instructions of each function, the same from run to run.
 //! docs/architecture.md ("Where the time goes") says what it found.
 //!
-//! Run: `cargo run --release -p dapl --example per_message [-- IA_NAME [MESSAGES [suppress|empty]]]`
-//! (default `loopback`, 100000; `tcp`, `shm`). It checks every message's bytes and cookies.
+//! Run: `cargo run --release -p dapl --example per_message [-- IA [N [suppress|empty]]]`
+//! (IA: default `loopback`, or `tcp`, `shm`; N messages, default 100000). It checks every message's bytes and cookies.
 //! `suppress` posts the Sends with `SUPPRESS` and dequeues only the receive, as the
 //! ping-pong of `datperf` does: what is left is the work on a half round trip's path.
 //! `empty` only dequeues an EVD with nothing to come, `MESSAGES` times: the cost of one look

@@ -456,7 +456,8 @@ mod loom_models {
             }
         }
 
-        /// No ring is marked polled unless the IA's window is open (someone polls, and will close it).
+        /// No ring is marked polled unless the IA's window is open (someone polls, and will
+        /// close it).
         fn check(&self) {
             let hot = self.hot.load(Ordering::Relaxed);
             let ring = self.ring.polling.load(Ordering::Relaxed);
