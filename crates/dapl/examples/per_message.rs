@@ -6,7 +6,8 @@
 //! docs/architecture.md ("Where the time goes") says what it found.
 //!
 //! Run: `cargo run --release -p dapl --example per_message [-- IA [N [suppress|empty]]]`
-//! (IA: default `loopback`, or `tcp`, `shm`; N messages, default 100000). It checks every message's bytes and cookies.
+//! (IA: default `loopback`, or `tcp`, `shm`; N messages, default 100000). It checks every
+//! message's bytes and cookies.
 //! `suppress` posts the Sends with `SUPPRESS` and dequeues only the receive, as the
 //! ping-pong of `datperf` does: what is left is the work on a half round trip's path.
 //! `empty` only dequeues an EVD with nothing to come, `MESSAGES` times: the cost of one look
