@@ -18,7 +18,8 @@ fi
 target=$(rustc +nightly -vV | sed -n 's/^host: //p')
 out=$(mktemp)
 # scripts/test.sh sets DAPLRS_KEEP_TARGETS=0 to remove each tool's build once its checks ran
-# (about 1.8 GB in all); run alone, this script keeps them for the next run.
+# (about 0.9 GB in all with scripts/test.sh's line-tables-only builds); run alone, this script
+# keeps them for the next run.
 prune() { [ "${DAPLRS_KEEP_TARGETS:-1}" = 1 ] || { echo "removing $(du -sch "$@" 2>/dev/null | tail -1 | cut -f1) ($*)"; rm -rf "$@"; }; }
 
 check() { # name, command...
