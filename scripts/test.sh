@@ -46,12 +46,21 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 RUSTDOCFLAGS="-D warnings" cargo doc -p dapl --features tokio --no-deps
 echo "== cargo test"
 log=$(mktemp)
-DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace 2>&1 | tee "$log"
+# A failing test does not end the run: every test binary runs (--no-fail-fast) and the later
+# stages too, so one CI run shows every failure; a FAIL line (counted below) says the step
+# failed, in case it failed before any test could report (a build error).
+tests() { # name, command...
+  local name=$1 rc=0
+  shift
+  "$@" 2>&1 | tee -a "$log" || rc=$?
+  [ "$rc" = 0 ] || echo "FAIL $name (exit $rc)" | tee -a "$log"
+}
+tests "cargo test --workspace" env DAPLRS_REQUIRE_HEADERS=1 cargo test --workspace --no-fail-fast
 # The feature "tokio" of dapl: its tests (required-features, so not in the run above) and the
 # doctest of dapl::async_evd.
 echo "== cargo test -p dapl --features tokio"
-cargo test -p dapl --features tokio --test async_evd 2>&1 | tee -a "$log"
-cargo test -p dapl --features tokio --doc 2>&1 | tee -a "$log"
+tests "async_evd" cargo test -p dapl --features tokio --test async_evd
+tests "async_evd doctest" cargo test -p dapl --features tokio --doc
 # The loom models of the shm link's wake-up protocol (crates/dapl/src/link/shm/wake.rs): the
 # interleavings of the threads that race on a ring's control words and the IA's polling window,
 # up to 3 preemptions each (unbounded, the three-thread model takes a minute: LOOM_MAX_PREEMPTIONS
@@ -59,8 +68,8 @@ cargo test -p dapl --features tokio --doc 2>&1 | tee -a "$log"
 # drain lost, never two drains at once). In target/loom: the flag would otherwise rebuild the
 # normal target's dependencies.
 echo "== loom (shm wake-up protocol, transmit turns)"
-RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
-  cargo test -p dapl --release --lib loom 2>&1 | tee -a "$log"
+tests "loom" env RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 CARGO_TARGET_DIR=target/loom \
+  cargo test -p dapl --release --lib loom
 prune target/loom
 # The examples of crates/dapl, run: each checks what it moved and exits non-zero otherwise.
 # One PASS/FAIL line each, counted below.
