@@ -37,8 +37,9 @@
 //! Everything the peer wrote is data to check, not trust: a record length that is 0, not
 //! aligned, or runs past the end of the data area, an unknown kind, a flag the kind does not
 //! have, a Send naming an STag without INVALIDATE, or a pad that does not run from past the
-//! start of the data area to its end, is [`Garbage`]: the connection breaks. Reads and writes of the mapping
-//! are the atomic copies of [`RegionMemory`], so the peer's writes are never a data race here.
+//! start of the data area to its end, is [`Garbage`]: the connection breaks. Reads and writes
+//! of the mapping are the atomic copies of [`RegionMemory`], so the peer's writes are never a
+//! data race here.
 //! A peer that leaves records all around the ring is a peer sending without end, which
 //! `process` bounds to a ring's worth of bytes per call.
 
