@@ -883,8 +883,9 @@ impl Tx {
         self.nothing_before() && self.at == self.pieces.len()
     }
 
-    /// A message posted at `now` by a thread whose `looks()` is `mark`: whether it goes into
-    /// the held batch (`corked`). True when the burst starts being held (the link must be
+    /// A message posted by a thread whose `looks()` is `mark` (`clock`: read only if the post
+    /// continues that thread's run, `Burst::holds`): whether it goes into the held batch
+    /// (`corked`). True when the burst starts being held (the link must be
     /// told: `TcpConn::start_cork`). A message that is not held (a slow post, a look for
     /// completions between, a large message) uncorks the connection and is written behind
     /// what was held, in order.
