@@ -230,14 +230,16 @@ calling thread) and bandwidth and message rate with evd_wait. evd_wait spins up 
 it sleeps, without yielding the CPU: measured on a loaded 2-core machine, when the benchmark
 threads share a CPU this made the send/recv ping-pong 66-70 us per half round trip with --event
 against 13-17 us with --poll (read latency 24 vs 20 us; see crates/datperf/README.md). The
-polling loop calls sched_yield between empty polls so that the peer's thread and the link's
-progress threads can run (a self-contained run has two benchmark and two progress threads).
+polling loop calls sched_yield between empty polls while its yields let other threads run (the
+peer's thread and the link's progress threads: a self-contained run has two benchmark and two
+progress threads), and only every 64th empty poll once 64 yields in a row returned within 1 us
+(nobody else wanted its CPU); one slower yield brings the yield after every poll back.
 RDMA write latency always polls memory (there is no completion on the passive side).
 
 The raw TCP baseline waits the way the DAT side of the same measurement does, on both of its
 sides (the mode travels in its request header, so a --server follows the client): where the
 DAT side polls, it uses a non-blocking socket and retries reads and writes that would block in
-the same loop (sched_yield between empty tries); where the DAT side waits with evd_wait, it
+the same loop (yielding alike); where the DAT side waits with evd_wait, it
 uses blocking reads and writes. A blocking wakeup costs what the machine's idle states and
 load make it cost (on one idle machine a blocking 8-byte TCP ping-pong took 33 us per half
 round trip, on a loaded one 7 us), so a polled figure over a blocking baseline gives a ratio

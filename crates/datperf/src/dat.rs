@@ -13,6 +13,7 @@
 //! `ctrl` = `[2D, 2D + 4096)`, where `D` (the data length) is `size` rounded up to a page.
 //! Peers write into `dst`, read from `src`; `ctrl` holds the closing messages.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -75,22 +76,26 @@ const END_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long connection setup may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Busy-poll loops check the connection and the stall clock every this many empty polls.
-/// Between polls they call `sched_yield` (the progress threads need the CPU on small
-/// machines) and use no PAUSE instruction (`spin_loop`): in a VM it can exit to the
-/// hypervisor, and measured here it made polling slower than waiting.
+/// Between polls they may call `sched_yield` ([`Pacer`]) and use no PAUSE instruction
+/// (`spin_loop`): in a VM it can exit to the hypervisor, and measured here it made polling
+/// slower than waiting.
 const CHECK_EVERY: u32 = 1 << 16;
 /// Cookie of the closing operation of a bandwidth run.
 const FINAL_COOKIE: u64 = u64::MAX;
 
 /// The busy-poll loop of every polling wait: DAT completions, memory polled for an RDMA write,
 /// and the raw TCP baseline when it polls (`raw.rs`), so that both sides of a measurement poll
-/// alike. Calls `poll` until it yields a value, with `sched_yield` after each empty poll (no
-/// PAUSE; see `CHECK_EVERY`), and every `CHECK_EVERY` empty polls `check` with the time the
-/// wait began, which ends the wait by returning an error (connection gone, stalled).
+/// alike. Calls `poll` until it yields a value, with `sched_yield` between empty polls as the
+/// thread's [`Pacer`] says (no PAUSE; see `CHECK_EVERY`), and every `CHECK_EVERY` empty polls
+/// `check` with the time the wait began, which ends the wait by returning an error (connection
+/// gone, stalled).
 pub(crate) fn busy_poll<T, E>(
     mut poll: impl FnMut() -> std::result::Result<Option<T>, E>,
     mut check: impl FnMut(Instant) -> std::result::Result<(), E>,
 ) -> std::result::Result<T, E> {
+    thread_local! {
+        static PACER: Cell<Pacer> = const { Cell::new(Pacer::new()) };
+    }
     let start = Instant::now();
     let mut spins: u32 = 0;
     loop {
@@ -98,10 +103,60 @@ pub(crate) fn busy_poll<T, E>(
             return Ok(v);
         }
         spins = spins.wrapping_add(1);
-        std::thread::yield_now();
+        let mut pacer = PACER.get();
+        if pacer.yields_after(spins) {
+            let t = Instant::now();
+            std::thread::yield_now();
+            pacer.yielded(t.elapsed());
+            PACER.set(pacer);
+        }
         if spins % CHECK_EVERY == 0 {
             check(start)?;
         }
+    }
+}
+
+/// When a polling thread gives up its CPU between empty polls. A `sched_yield` that finds
+/// nobody else waiting for the CPU returns at once (0.2-0.6 us here), and one that lets
+/// another thread run takes the rest of that thread's turn (1 us and more): yielding after
+/// every empty poll costs a lone poller about half a yield per wait (an answer that lands
+/// during the yield waits for it), and yielding rarely costs a poller that shares its CPU with
+/// the thread that must answer a long spin before the answer can be sent (on one CPU, 21 us
+/// instead of 5 us per tcp half round trip). So a thread yields after every empty poll while
+/// its yields let others run, and only every [`Pacer::SPIN_YIELD_EVERY`]-th empty poll (still
+/// timed) once [`Pacer::QUICK_TO_SPIN`] yields in a row were quick; one slow yield brings the
+/// yield after every poll back. Per thread, across waits (a wait is one half round trip).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pacer {
+    /// Quick yields in a row.
+    quick: u32,
+}
+
+impl Pacer {
+    /// A yield shorter than this let nobody else run.
+    const QUICK: Duration = Duration::from_micros(1);
+    /// Quick yields in a row after which the thread polls without yielding in between.
+    const QUICK_TO_SPIN: u32 = 64;
+    /// While spinning, a yield (timed) every this many empty polls.
+    const SPIN_YIELD_EVERY: u32 = 64;
+
+    /// A thread starts out yielding after every empty poll.
+    pub(crate) const fn new() -> Pacer {
+        Pacer { quick: 0 }
+    }
+
+    /// Whether to yield after the `spins`-th empty poll of a wait.
+    pub(crate) fn yields_after(&self, spins: u32) -> bool {
+        self.quick < Self::QUICK_TO_SPIN || spins % Self::SPIN_YIELD_EVERY == 0
+    }
+
+    /// A yield took `took`.
+    pub(crate) fn yielded(&mut self, took: Duration) {
+        self.quick = if took < Self::QUICK {
+            self.quick.saturating_add(1)
+        } else {
+            0
+        };
     }
 }
 
@@ -1079,6 +1134,31 @@ mod tests {
             },
         );
         assert_eq!(r, Err(1));
+    }
+
+    #[test]
+    fn a_poller_yields_after_every_empty_poll_until_its_yields_are_quick() {
+        let quick = Duration::from_nanos(300);
+        let slow = Duration::from_micros(3);
+        let mut p = Pacer::new();
+        for spins in 1..=Pacer::QUICK_TO_SPIN {
+            assert!(p.yields_after(spins), "poll {spins}");
+            p.yielded(quick);
+        }
+        // Alone on its CPU: a yield only every SPIN_YIELD_EVERY empty polls.
+        let every = Pacer::SPIN_YIELD_EVERY;
+        assert!((1..every).all(|spins| !p.yields_after(spins)));
+        assert!(p.yields_after(every) && p.yields_after(3 * every));
+        p.yielded(quick);
+        assert!(!p.yields_after(1));
+        // One yield that let another thread run: after every empty poll again.
+        p.yielded(slow);
+        assert!(p.yields_after(1) && p.yields_after(2));
+        p.yielded(quick);
+        assert!(
+            p.yields_after(3),
+            "one quick yield does not end the sharing"
+        );
     }
 
     #[test]

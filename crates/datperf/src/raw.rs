@@ -36,7 +36,8 @@
 //! finds its completions (`dat::Spec::polls`). Blocking: blocking reads and writes. Polling
 //! (flag bit 0, on both sides of the connection, after the header): a non-blocking socket whose
 //! reads and writes retry `WouldBlock` in the DAT side's busy-poll loop (`dat::busy_poll`:
-//! `sched_yield` between empty polls, a stall check every `CHECK_EVERY` of them). Otherwise a
+//! `sched_yield` between empty polls as its `Pacer` says, a stall check every `CHECK_EVERY` of
+//! them). Otherwise a
 //! latency ratio would compare a polling wait with a blocking wakeup, whose cost depends on CPU
 //! idle states and load rather than on either stack.
 

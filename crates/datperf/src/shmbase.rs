@@ -2,9 +2,9 @@
 //! in the same run as the DAT figure (alternating rounds, as the raw TCP baseline is):
 //! - latency: two threads ping-ponging on one cache line (a spin on an atomic: the floor of any
 //!   shared-memory transport; the spin yields the CPU every 1024 turns (the DAT side's busy
-//!   poll yields after every empty poll), so that a busy machine does not leave it waiting out
-//!   time slices, and the best of three runs is kept); half
-//!   round trips for send and write, round trips for read;
+//!   poll, every 64 empty polls once its yields show nobody else wants its CPU), so that a
+//!   busy machine does not leave it waiting out time slices, and the best of three runs is
+//!   kept); half round trips for send and write, round trips for read;
 //! - bandwidth: `process_vm_readv` of the same size (cross-memory attach: the one copy between
 //!   processes that the link's large transfers make), from a buffer of this process (the
 //!   kernel's copy path is the same for another process); for RDMA Writes and Reads on
