@@ -3,6 +3,7 @@
 //! it never decides DAT policy (states, flush rules, completion flags). It plugs into the
 //! engine's port ([`crate::engine::port`]) and knows nothing of the DAT layer.
 
+pub(crate) mod looks;
 pub(crate) mod loopback;
 pub(crate) mod shm;
 pub(crate) mod spare_fd;

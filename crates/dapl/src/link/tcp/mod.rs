@@ -173,18 +173,6 @@ const SPIN: Duration = Duration::from_micros(50);
 thread_local! {
     /// This thread's polls for inbound data marked some link as polled since it last slept.
     static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// How often this thread looked for completions (`Progress::flush`), counted from a start
-    /// of its own (a number per thread in the high 24 bits): two posts with the same value
-    /// came from one thread with no look between them.
-    static LOOKS: std::cell::Cell<u64> =
-        std::cell::Cell::new(NEXT_THREAD.fetch_add(1, Ordering::Relaxed) << conn::LOOKS_BITS);
-}
-
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
-
-/// This thread's looks for completions (see `LOOKS`).
-pub(crate) fn looks() -> u64 {
-    LOOKS.with(|l| l.get())
 }
 
 /// A thread's polls refresh `Shared::hot_until` every this many.
@@ -649,7 +637,7 @@ impl Progress for TcpLink {
     }
 
     fn flush(&self) {
-        LOOKS.with(|l| l.set(l.get().wrapping_add(1)));
+        crate::link::looks::note_look();
         self.shared.flush_corked(false);
     }
 

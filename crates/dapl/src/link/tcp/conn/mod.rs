@@ -21,8 +21,6 @@ mod mpa;
 mod rx;
 mod tx;
 
-pub(crate) use tx::LOOKS_BITS;
-
 use std::collections::VecDeque;
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -522,7 +520,11 @@ impl Connection for TcpConn {
                 };
             }
             if self.coalesce {
-                corks = tx.note_post(super::mono_ns, super::looks(), tx::coalescible(&msg));
+                corks = tx.note_post(
+                    super::mono_ns,
+                    crate::link::looks::looks(),
+                    tx::coalescible(&msg),
+                );
             }
             match self.start_job(&mut tx, msg) {
                 // Not taken: a burst this post began to hold is still told to the link below

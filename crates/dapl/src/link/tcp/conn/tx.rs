@@ -27,6 +27,7 @@ use iwarp::{crc, Segment};
 use super::{Phase, TcpConn, Tx};
 use crate::engine::port::{OutMsg, Payload, TxOutcome};
 use crate::engine::qp::Segs;
+use crate::link::looks::{LOOKS_BITS, LOOKS_MASK};
 use crate::link::tcp::{self, lock};
 use crate::mem::region::{is_revoked_error, send_gather, IoPiece, MAX_GATHER};
 use crate::mem::seg_span;
@@ -140,10 +141,6 @@ impl Burst {
 /// (1, 2, 4, 8, 16 looks): a poster held up in the middle of its bursts (preempted, its queue
 /// full) loses little, one that spins on memory after each burst waits once in 16 turns.
 const LATE_DOUBLINGS: u32 = 4;
-
-/// `looks()` counts in its low `LOOKS_BITS` bits under a number of the thread's own.
-pub(crate) const LOOKS_BITS: u32 = 40;
-const LOOKS_MASK: u64 = (1 << LOOKS_BITS) - 1;
 
 /// A message small enough to be held back as part of a burst (as for the engine's batches:
 /// Read Requests, and messages up to `HOLD_COPY_MAX`, copied).
