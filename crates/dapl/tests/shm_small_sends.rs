@@ -1,7 +1,9 @@
 //! Small Sends over the shm link: a Send of one segment that fits in one ring record is written
-//! straight from its segment (`ShmConn::transmit_as`); when the peer's ring is full it
-//! takes the general path, which queues it until the peer frees room. Whatever path each took,
-//! every message arrives whole and in order, and every completion asked for comes.
+//! straight from its segment (`ShmConn::transmit_as`), and a suppressed one posted while the QP
+//! has nothing queued is written by the poster under the QP's lock (`Qp::transmit_inline`);
+//! when the peer's ring is full it takes the general path, which queues it until the peer
+//! frees room (and later suppressed Sends queue behind it). Whatever path each took, every
+//! message arrives whole and in order, and every completion asked for comes.
 
 use dapl::*;
 use dapl_testkit::kit::*;

@@ -9,6 +9,7 @@
 //! another thread's action (a wake, a drain) exactly into the window a race needs.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
@@ -147,6 +148,11 @@ pub(crate) struct Wire {
     hook: Mutex<Option<Hook>>,
     /// `hold` and `flush` calls, each with the number of messages logged before it.
     batches: Mutex<Vec<(Batch, usize)>>,
+    /// Whether `transmit_inline` takes what it is offered (default: declines, as a link
+    /// without it does).
+    takes_inline: AtomicBool,
+    /// For each logged message, whether it came through `transmit_inline`.
+    inline: Mutex<Vec<bool>>,
 }
 
 /// A batch call of the engine ([`Connection::hold`], [`Connection::flush`]).
@@ -165,7 +171,20 @@ impl Wire {
             script: Mutex::default(),
             hook: Mutex::default(),
             batches: Mutex::default(),
+            takes_inline: AtomicBool::new(false),
+            inline: Mutex::default(),
         })
+    }
+
+    /// From now on `transmit_inline` takes what it is offered (while nothing is scripted and
+    /// no hook waits: those are for `transmit`).
+    pub(crate) fn take_inline(&self) {
+        self.takes_inline.store(true, Ordering::Relaxed);
+    }
+
+    /// For each message logged so far, whether it came through `transmit_inline`.
+    pub(crate) fn inline_log(&self) -> Vec<bool> {
+        self.inline.lock().unwrap().clone()
     }
 
     /// The engine's `hold` and `flush` calls so far, each with the number of messages it had
@@ -200,9 +219,10 @@ impl Wire {
     }
 }
 
-impl Connection for Wire {
-    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
-        let m = match msg {
+impl Wire {
+    /// `msg` as the wire logs and carries it.
+    fn msg_of(msg: &OutMsg<'_>) -> Msg {
+        match *msg {
             OutMsg::Send {
                 solicited,
                 invalidate,
@@ -252,8 +272,29 @@ impl Connection for Wire {
                 sink_to,
                 bytes: bytes_of(payload),
             },
-        };
+        }
+    }
+}
+
+impl Connection for Wire {
+    fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
+        if !self.takes_inline.load(Ordering::Relaxed)
+            || !self.script.lock().unwrap().is_empty()
+            || self.hook.lock().unwrap().is_some()
+        {
+            return false;
+        }
+        let m = Self::msg_of(msg);
         self.log.lock().unwrap().push(m.clone());
+        self.inline.lock().unwrap().push(true);
+        self.queue.lock().unwrap().push_back(m);
+        true
+    }
+
+    fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {
+        let m = Self::msg_of(&msg);
+        self.log.lock().unwrap().push(m.clone());
+        self.inline.lock().unwrap().push(false);
         let out = self
             .script
             .lock()

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The counter's two operations (std's atomic, or loom's).
 pub(crate) trait Counter {
     fn fetch_add(&self, val: usize, order: Ordering) -> usize;
+    fn load(&self, order: Ordering) -> usize;
     fn compare_exchange(
         &self,
         current: usize,
@@ -33,6 +34,9 @@ macro_rules! counter_for {
         impl Counter for $t {
             fn fetch_add(&self, val: usize, order: Ordering) -> usize {
                 <$t>::fetch_add(self, val, order)
+            }
+            fn load(&self, order: Ordering) -> usize {
+                <$t>::load(self, order)
             }
             fn compare_exchange(
                 &self,
@@ -78,6 +82,13 @@ impl<C: Counter> Turns<C> {
         self.0
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
+    }
+
+    /// Nobody drains now, nor has asked to (a load, no read-modify-write). Only a snapshot,
+    /// unless every drain also needs a lock the caller holds: then nobody can be in the middle
+    /// of one until the caller lets go.
+    pub(crate) fn idle(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
     }
 
     /// Drains in this thread, which holds the turn ([`try_take`](Self::try_take), or `run`'s

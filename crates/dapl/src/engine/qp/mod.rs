@@ -579,6 +579,10 @@ impl Qp {
         if c.sq.len() + c.orq.len() >= c.attr.max_request_dtos {
             return Err(PostError::QueueFull(c.attr.max_request_dtos));
         }
+        if self.transmit_inline(&c, &wr) {
+            drop(c); // before the WR (its regions) goes
+            return Ok(());
+        }
         c.sq.push_back(wr);
         self.pump_locked(c);
         Ok(())

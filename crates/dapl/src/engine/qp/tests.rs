@@ -576,3 +576,135 @@ fn an_end_during_a_transmit_flushes_after_the_transmitted_wr_completes() {
     assert!(one_end(&ups, ConnectionEventKind::Broken), "{ups:?}");
     assert_eq!(p.a.qp.lock().state, EpState::Disconnected);
 }
+
+/// A Send of A's region at `off`, `len` bytes, with `flags`.
+fn post_send_flagged(p: &Pair, cookie: u64, off: u64, len: u64, flags: CompletionFlags) {
+    let mut wr = send_wr(
+        ReqOp::Send,
+        cookie,
+        p.a.segs(&p.mem, off, len),
+        Default::default(),
+    );
+    wr.flags = flags;
+    p.a.qp.post_send(wr).unwrap();
+}
+
+#[test]
+fn a_suppressed_send_on_an_idle_qp_goes_to_the_link_inline_and_arrives() {
+    let p = pair();
+    p.a.wire.take_inline();
+    assert!(p.a.region.copy_in(0, b"inline!!"));
+    post_send_flagged(&p, 1, 0, 8, CompletionFlags::SUPPRESS);
+    assert_eq!(p.a.wire.inline_log(), [true]);
+    assert!(
+        p.a.up.take().is_empty(),
+        "a suppressed success reports nothing"
+    );
+    let rsegs = p.b.segs(&p.mem, 100, 64);
+    p.b.qp.post_recv(recv_wr(10, rsegs)).unwrap();
+    assert!(p.step_a().is_some());
+    assert_eq!(p.b.up.take_done(), [(Recv, 10, Success)]);
+    let mut got = [0u8; 8];
+    assert!(p.b.region.copy_out(100, &mut got));
+    assert_eq!(&got, b"inline!!");
+}
+
+#[test]
+fn only_a_suppressed_send_goes_inline() {
+    let p = pair();
+    p.a.wire.take_inline();
+    post_send_flagged(&p, 1, 0, 8, CompletionFlags::empty());
+    let mut write = send_wr(ReqOp::Write, 2, p.a.segs(&p.mem, 0, 8), p.b.remote(0, 8));
+    write.flags = CompletionFlags::SUPPRESS;
+    p.a.qp.post_send(write).unwrap();
+    post_read(&p, 3, 0, 8, CompletionFlags::SUPPRESS);
+    assert_eq!(p.a.wire.inline_log(), [false, false, false]);
+    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+}
+
+#[test]
+fn a_suppressed_send_behind_a_stalled_one_keeps_its_place() {
+    let p = pair();
+    p.a.wire.take_inline();
+    p.a.wire.script(&[TxOutcome::Queued]);
+    post_send(&p, 1, 0, 8);
+    // The link holds message 1: 2 queues behind it rather than going inline ahead of it.
+    post_send_flagged(&p, 2, 8, 8, CompletionFlags::SUPPRESS);
+    assert_eq!(p.a.wire.inline_log(), [false]);
+    p.a.qp.tx_drained(99);
+    assert_eq!(p.a.wire.inline_log(), [false, false]);
+    // Idle again: the next one goes inline, after both.
+    post_send_flagged(&p, 3, 16, 8, CompletionFlags::SUPPRESS);
+    assert_eq!(p.a.wire.inline_log(), [false, false, true]);
+    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+    let sent: Vec<_> = p.a.wire.log().into_iter().collect();
+    let bytes = |off: usize| {
+        let mut b = vec![0u8; 8];
+        assert!(p.a.region.copy_out(off, &mut b));
+        b
+    };
+    let expect: Vec<_> = [0, 8, 16]
+        .into_iter()
+        .map(|off| Msg::Send {
+            solicited: false,
+            invalidate: None,
+            bytes: bytes(off),
+        })
+        .collect();
+    assert_eq!(sent, expect);
+}
+
+#[test]
+fn a_suppressed_send_posted_during_a_transmit_waits_for_it() {
+    // Another thread posts while this one is inside `transmit` (the turn is taken, the QP's
+    // lock free): its Send must queue and go after, not inline ahead of the WR in the link.
+    let p = pair();
+    p.a.wire.take_inline();
+    let a = Arc::downgrade(&p.a.qp);
+    let segs = p.a.segs(&p.mem, 8, 8);
+    p.a.wire.on_next_transmit(move || {
+        let mut wr = send_wr(ReqOp::Send, 2, segs, Default::default());
+        wr.flags = CompletionFlags::SUPPRESS;
+        a.upgrade().unwrap().post_send(wr).unwrap();
+    });
+    post_send(&p, 1, 0, 8);
+    assert_eq!(p.a.wire.inline_log(), [false, false]);
+    let log = p.a.wire.log();
+    let first = |m: &Msg| match m {
+        Msg::Send { bytes, .. } => bytes.clone(),
+        other => panic!("{other:?}"),
+    };
+    let mut one = vec![0u8; 8];
+    assert!(p.a.region.copy_out(0, &mut one));
+    assert_eq!(first(&log[0]), one);
+    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+}
+
+#[test]
+fn a_suppressed_send_waits_while_a_read_response_is_queued() {
+    // B owes A a Read Response (queued in B's IRQ while B's link is stalled): B's suppressed
+    // Send must not overtake it.
+    let p = pair();
+    p.b.wire.take_inline();
+    p.b.wire.script(&[TxOutcome::Queued]);
+    let segs = p.b.segs(&p.mem, 0, 8);
+    p.b.qp
+        .post_send(send_wr(ReqOp::Send, 1, segs, Default::default()))
+        .unwrap();
+    post_read(&p, 5, 0, 8, CompletionFlags::empty());
+    assert!(p.step_a().is_some(), "the read request reaches B");
+    let mut wr = send_wr(ReqOp::Send, 2, p.b.segs(&p.mem, 8, 8), Default::default());
+    wr.flags = CompletionFlags::SUPPRESS;
+    p.b.qp.post_send(wr).unwrap();
+    assert_eq!(p.b.wire.inline_log(), [false]);
+    p.b.qp.tx_drained(99);
+    let log = p.b.wire.log();
+    assert!(
+        matches!(
+            log[..],
+            [Msg::Send { .. }, Msg::ReadResponse { .. }, Msg::Send { .. }]
+        ),
+        "{log:?}"
+    );
+    assert_eq!(p.b.wire.inline_log(), [false, false, false]);
+}

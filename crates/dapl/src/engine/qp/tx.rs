@@ -47,6 +47,47 @@ impl Qp {
         }
     }
 
+    /// A Send whose success is not reported (SUPPRESS), posted while nothing of this QP's is
+    /// queued, in the link, or being transmitted: offered to the link under the QP's lock `c`
+    /// ([`Connection::transmit_inline`]), without the queue and the transmit turn. True if the
+    /// link wrote it: then nothing is left to do (its success is not reported, and whatever
+    /// this QP transmits next is written after it). False: the caller queues it as usual.
+    ///
+    /// Nobody can be transmitting for this QP meanwhile: every drain takes the turn before it
+    /// looks at the queues under this lock, and here the turn is idle, the queues empty and no
+    /// WR in `transmit` (`in_transmit`), under the lock; a drain that asks for the turn now
+    /// finds this WR written when it gets the lock.
+    pub(crate) fn transmit_inline(&self, c: &QpCore, wr: &SendWr) -> bool {
+        let (solicited, invalidate) = match wr.op {
+            ReqOp::Send => (wr.flags.contains(CompletionFlags::SOLICITED_WAIT), None),
+            ReqOp::SendInvalidate(stag) => (
+                wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
+                Some(stag),
+            ),
+            _ => return false,
+        };
+        if !wr.flags.contains(CompletionFlags::SUPPRESS)
+            || !c.sq.is_empty()
+            || !c.irq.is_empty()
+            || !c.lent.is_empty()
+            || c.tx_stalled
+            || c.in_transmit
+            || (wr.flags.contains(CompletionFlags::BARRIER_FENCE) && c.reads_pending())
+            || self.rnr_blocked.load(Ordering::SeqCst)
+            || !self.tx_turns.idle()
+        {
+            return false;
+        }
+        let Some(conn) = c.conn.as_ref() else {
+            return false;
+        };
+        conn.transmit_inline(&OutMsg::Send {
+            solicited,
+            invalidate,
+            payload: Payload::Segs(&wr.segs),
+        })
+    }
+
     /// Transmits the queued work while the link takes it; `held`: the QP's lock, taken by the
     /// caller, for the first look at the queues.
     fn drain_tx(&self, mut held: Option<MutexGuard<'_, QpCore>>) {
