@@ -232,7 +232,7 @@ threads share a CPU this made the send/recv ping-pong 66-70 us per half round tr
 against 13-17 us with --poll (read latency 24 vs 20 us; see crates/datperf/README.md). The
 polling loop calls sched_yield between empty polls while its yields let other threads run (the
 peer's thread and the link's progress threads: a self-contained run has two benchmark and two
-progress threads), and only every 64th empty poll once 64 yields in a row returned within 1 us
+progress threads), and only every 16th empty poll once 64 yields in a row returned within 1 us
 (nobody else wanted its CPU); one slower yield brings the yield after every poll back.
 RDMA write latency always polls memory (there is no completion on the passive side).
 

@@ -2,7 +2,7 @@
 //! in the same run as the DAT figure (alternating rounds, as the raw TCP baseline is):
 //! - latency: two threads ping-ponging on one cache line (a spin on an atomic: the floor of any
 //!   shared-memory transport; the spin yields the CPU every 1024 turns (the DAT side's busy
-//!   poll, every 64 empty polls once its yields show nobody else wants its CPU), so that a
+//!   poll, every 16 empty polls once its yields show nobody else wants its CPU), so that a
 //!   busy machine does not leave it waiting out time slices, and the best of three runs is
 //!   kept); half round trips for send and write, round trips for read;
 //! - bandwidth: `process_vm_readv` of the same size (cross-memory attach: the one copy between
