@@ -18,13 +18,7 @@ fn only_a_suppressed_send_that_begins_its_posters_run_is_written_inline() {
     let inbox = p.b.lmr(64 * SLOT);
     for m in 0..64 {
         src.write(m * SLOT, &message_bytes(m, 8)).unwrap();
-        p.b.ep
-            .post_recv(
-                &[inbox.triplet((m * SLOT) as u64, SLOT as u64)],
-                m as u64,
-                CompletionFlags::empty(),
-            )
-            .unwrap();
+        p.b.post_recv_slot(&inbox, m, SLOT);
     }
     let send = |m: usize, flags: CompletionFlags| {
         p.a.ep

@@ -43,13 +43,7 @@ fn small_sends_that_find_the_ring_full_wait_and_arrive_whole_and_in_order() {
     // No receive buffer yet: the first record waits in the ring (well within the grace before
     // a Send without a buffer breaks the connection), the ring fills and the rest wait.
     for m in 0..N {
-        p.b.ep
-            .post_recv(
-                &[inbox.triplet((m * SLOT) as u64, SLOT as u64)],
-                m as u64,
-                CompletionFlags::empty(),
-            )
-            .unwrap();
+        p.b.post_recv_slot(&inbox, m, SLOT);
     }
     for m in 0..N {
         p.b.expect_message(&inbox, m * SLOT, m, SIZES[m % SIZES.len()]);

@@ -1,8 +1,9 @@
 //! One side of a test (an IA with its objects and one endpoint) and a connected pair of them.
 
 use dapl::{
-    CloseFlags, ConnQual, ConnectionEvent, ConnectionEventKind, DtoCompletion, DtoStatus, Endpoint,
-    EpAttr, Evd, EvdFlags, IaAddress, InterfaceAdapter, Lmr, MemPriv, Pz, ServicePoint,
+    CloseFlags, CompletionFlags, ConnQual, ConnectionEvent, ConnectionEventKind, DtoCompletion,
+    DtoStatus, Endpoint, EpAttr, Evd, EvdFlags, IaAddress, InterfaceAdapter, Lmr, MemPriv, Pz,
+    ServicePoint,
 };
 
 use super::connect::{connect, expect_conn, listen, End};
@@ -102,6 +103,19 @@ impl Side {
     #[track_caller]
     pub fn req_done(&self) -> DtoCompletion {
         Self::dto(&self.req_evd)
+    }
+
+    /// Posts receive `m` (cookie `m`) of slot `m` of `inbox`, slots `slot` bytes long: the
+    /// buffer [`expect_message`](Self::expect_message) finds message `m` in.
+    #[track_caller]
+    pub fn post_recv_slot(&self, inbox: &Lmr, m: usize, slot: usize) {
+        self.ep
+            .post_recv(
+                &[inbox.triplet((m * slot) as u64, slot as u64)],
+                m as u64,
+                CompletionFlags::empty(),
+            )
+            .unwrap();
     }
 
     /// Waits for the next receive completion and checks that it is message `m` of `len` bytes

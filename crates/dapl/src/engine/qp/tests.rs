@@ -637,21 +637,29 @@ fn a_suppressed_send_behind_a_stalled_one_keeps_its_place() {
     post_send_flagged(&p, 3, 16, 8, CompletionFlags::SUPPRESS);
     assert_eq!(p.a.wire.inline_log(), [false, false, true]);
     assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
-    let sent: Vec<_> = p.a.wire.log().into_iter().collect();
-    let bytes = |off: usize| {
-        let mut b = vec![0u8; 8];
-        assert!(p.a.region.copy_out(off, &mut b));
-        b
-    };
-    let expect: Vec<_> = [0, 8, 16]
+    assert_eq!(
+        sent_bytes(&p),
+        [a_bytes(&p, 0), a_bytes(&p, 8), a_bytes(&p, 16)]
+    );
+}
+
+/// The payloads of the Sends A's wire carried, in order.
+fn sent_bytes(p: &Pair) -> Vec<Vec<u8>> {
+    p.a.wire
+        .log()
         .into_iter()
-        .map(|off| Msg::Send {
-            solicited: false,
-            invalidate: None,
-            bytes: bytes(off),
+        .map(|m| match m {
+            Msg::Send { bytes, .. } => bytes,
+            other => panic!("not a Send: {other:?}"),
         })
-        .collect();
-    assert_eq!(sent, expect);
+        .collect()
+}
+
+/// 8 bytes of A's region at `off`.
+fn a_bytes(p: &Pair, off: usize) -> Vec<u8> {
+    let mut b = vec![0u8; 8];
+    assert!(p.a.region.copy_out(off, &mut b));
+    b
 }
 
 #[test]
@@ -667,16 +675,11 @@ fn a_suppressed_send_posted_during_a_transmit_waits_for_it() {
         wr.flags = CompletionFlags::SUPPRESS;
         a.upgrade().unwrap().post_send(wr).unwrap();
     });
+    assert!(p.a.region.copy_in(0, b"first..."));
+    assert!(p.a.region.copy_in(8, b"second.."));
     post_send(&p, 1, 0, 8);
     assert_eq!(p.a.wire.inline_log(), [false, false]);
-    let log = p.a.wire.log();
-    let first = |m: &Msg| match m {
-        Msg::Send { bytes, .. } => bytes.clone(),
-        other => panic!("{other:?}"),
-    };
-    let mut one = vec![0u8; 8];
-    assert!(p.a.region.copy_out(0, &mut one));
-    assert_eq!(first(&log[0]), one);
+    assert_eq!(sent_bytes(&p), [b"first...".to_vec(), b"second..".to_vec()]);
     assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
 }
 
