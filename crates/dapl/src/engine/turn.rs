@@ -84,9 +84,10 @@ impl<C: Counter> Turns<C> {
             .is_ok()
     }
 
-    /// Nobody drains now, nor has asked to (a load, no read-modify-write). Only a snapshot,
-    /// unless every drain also needs a lock the caller holds: then nobody can be in the middle
-    /// of one until the caller lets go.
+    /// Nobody drains now, nor has asked to (a load, no read-modify-write): a drain holds the
+    /// turn from before its first look at the work until after its last. Only a snapshot: a
+    /// thread may ask right after; where every drain looks at the work under a lock the caller
+    /// holds, such a drain finds what the caller did under that lock.
     pub(crate) fn idle(&self) -> bool {
         self.0.load(Ordering::Acquire) == 0
     }
