@@ -114,6 +114,44 @@ per_link!(
     }
 );
 
+// The same with DAT_COMPLETION_SUPPRESS_FLAG on the Send: no sender completion, and the
+// receive still completes as DAT_DTO_RECEIVE_WITH_INVALIDATE with the RMR unbound (on shm such
+// a Send, posted after a look for completions on an idle endpoint, is written by the post
+// itself: `Qp::transmit_inline`).
+per_link!(
+    a_suppressed_send_with_invalidate_invalidates_as_a_reported_one_does,
+    |link| {
+        let p = Pair::new(link);
+        let lb = filled(&p.b.pz, 4096, 0x11);
+        let rmr = p.b.pz.rmr_create().unwrap();
+        let ctx = bind(&rmr, &lb, 1024, 256, &p.b.ep);
+        let inbox = filled(&p.b.pz, 256, 0x22);
+        p.b.ep
+            .post_recv(&[inbox.triplet(0, 256)], 7, CompletionFlags::empty())
+            .unwrap();
+        assert!(p.a.req_evd.dequeue().unwrap().is_none());
+        let data = send_invalidate(&p, ctx, CompletionFlags::SUPPRESS);
+        let r = p.b.recv_done();
+        assert_eq!(
+            (r.cookie.0, r.status, r.operation, r.rmr_context),
+            (
+                7,
+                DtoStatus::Success,
+                DtoOp::ReceiveWithInvalidate,
+                Some(ctx)
+            )
+        );
+        assert_eq!(inbox.to_vec(0, 32).unwrap(), data);
+        assert_eq!(rmr.query().unwrap().rmr_context, RmrContext(0));
+        assert!(
+            p.a.req_evd.dequeue().unwrap().is_none(),
+            "a suppressed Send's success is not reported"
+        );
+        assert_eq!(p.a.ep.state(), EpState::Connected);
+        p.close();
+    }
+);
+
 // After the invalidation the peer's RDMA Write with that context is refused as for an
 // unbound RMR: the connection breaks and no byte changes; the RMR can be bound again (and
 // then counts as bound for lmr_free), and unbound.
