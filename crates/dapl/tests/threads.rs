@@ -190,6 +190,72 @@ per_link!(
     |link| run(link, 4)
 );
 
+// Sends from many threads on one endpoint, each post after a look for completions (on an EVD
+// of its own, empty), two in three suppressed: on shm such a post may be written by the post
+// itself under the QP's lock (`Qp::transmit_inline`) or queue behind another thread's (the
+// reported ones take the queue and the transmit turn), whichever finds the endpoint busy.
+// Every message arrives exactly once with its bytes, each thread's in the order it posted
+// them, and exactly the reported Sends complete.
+per_link!(
+    sends_posted_from_many_threads_after_looks_arrive_once_each_in_each_posters_order,
+    |link| {
+        let p = Pair::streaming(link, TOTAL as usize);
+        let src = p.a.lmr((TOTAL * MSG) as usize);
+        for c in 0..TOTAL {
+            src.write((c * MSG) as usize, &message(c)).unwrap();
+        }
+        let inbox = p.b.lmr((TOTAL * MSG) as usize);
+        for k in 0..TOTAL as usize {
+            p.b.post_recv_slot(&inbox, k, MSG as usize);
+        }
+        std::thread::scope(|s| {
+            for t in 0..POSTERS {
+                let (ep, src, ia) = (&p.a.ep, &src, &p.a.ia);
+                s.spawn(move || {
+                    let own = ia.evd_create(4, None, EvdFlags::DTO).unwrap();
+                    for i in 0..PER_POSTER {
+                        assert!(own.dequeue().unwrap().is_none());
+                        let c = t * PER_POSTER + i;
+                        let flags = if c % 3 == 0 {
+                            CompletionFlags::empty()
+                        } else {
+                            CompletionFlags::SUPPRESS
+                        };
+                        ep.post_send(&[src.triplet(c * MSG, MSG)], c, flags)
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let mut seen = HashSet::new();
+        let mut last = [None::<u64>; POSTERS as usize];
+        for k in 0..TOTAL {
+            let r = p.b.recv_done();
+            assert_eq!((r.cookie.0, r.status), (k, DtoStatus::Success));
+            let bytes = inbox.to_vec((k * MSG) as usize, MSG as usize).unwrap();
+            let c = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+            assert!(c < TOTAL && bytes == message(c), "slot {k}: {bytes:?}");
+            assert!(seen.insert(c), "message {c} arrived twice");
+            let t = (c / PER_POSTER) as usize;
+            assert!(last[t] < Some(c), "poster {t}: {c} after {:?}", last[t]);
+            last[t] = Some(c);
+        }
+        let mut reported = HashSet::new();
+        while let Some(ev) = p.a.req_evd.dequeue().unwrap() {
+            let d = ev.as_dto().unwrap();
+            assert_eq!(d.status, DtoStatus::Success);
+            assert!(
+                reported.insert(d.cookie.0),
+                "Send {} reported twice",
+                d.cookie.0
+            );
+        }
+        assert_eq!(reported, (0..TOTAL).filter(|c| c % 3 == 0).collect());
+        assert_eq!(p.a.ep.state(), EpState::Connected);
+        p.close();
+    }
+);
+
 /// Endpoint pairs for [`ping_pong_threads`]: each end with EVDs of its own, so that every
 /// thread waits on its own EVD.
 struct OwnEvds {
