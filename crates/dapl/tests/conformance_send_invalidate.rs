@@ -47,6 +47,32 @@ fn expect_broken(side: &Side) {
 
 /// `a` sends 32 bytes with Invalidate of `ctx` (cookie 3, `flags`) from a fresh LMR; returns
 /// what it sent.
+/// B's side of a Send with Invalidate: a 4 KiB LMR (0x11) with an RMR bound over
+/// 1024..1280 (`ctx`), and a receive (cookie 7) of `inbox_len` bytes posted into an inbox
+/// (0x22).
+struct Target {
+    lb: Lmr,
+    rmr: Rmr,
+    ctx: RmrContext,
+    inbox: Lmr,
+}
+
+fn target(p: &Pair, inbox_len: u64) -> Target {
+    let lb = filled(&p.b.pz, 4096, 0x11);
+    let rmr = p.b.pz.rmr_create().unwrap();
+    let ctx = bind(&rmr, &lb, 1024, 256, &p.b.ep);
+    let inbox = filled(&p.b.pz, inbox_len as usize, 0x22);
+    p.b.ep
+        .post_recv(&[inbox.triplet(0, inbox_len)], 7, CompletionFlags::empty())
+        .unwrap();
+    Target {
+        lb,
+        rmr,
+        ctx,
+        inbox,
+    }
+}
+
 fn send_invalidate(p: &Pair, ctx: RmrContext, flags: CompletionFlags) -> Vec<u8> {
     let data: Vec<u8> = (0..32u8).map(|i| i.wrapping_mul(7) ^ 0x3C).collect();
     let la = p.a.lmr(64);
@@ -67,13 +93,8 @@ per_link!(
     send_with_invalidate_completes_the_receive_with_invalidate_and_the_rmr_context,
     |link| {
         let p = Pair::new(link);
-        let lb = filled(&p.b.pz, 4096, 0x11);
-        let rmr = p.b.pz.rmr_create().unwrap();
-        let ctx = bind(&rmr, &lb, 1024, 256, &p.b.ep);
-        let inbox = filled(&p.b.pz, 256, 0x22);
-        p.b.ep
-            .post_recv(&[inbox.triplet(0, 256)], 7, CompletionFlags::empty())
-            .unwrap();
+        let t = target(&p, 256);
+        let (rmr, ctx, inbox) = (&t.rmr, t.ctx, &t.inbox);
         let data = send_invalidate(&p, ctx, CompletionFlags::empty());
         let s = p.a.req_done();
         assert_eq!(
@@ -122,13 +143,8 @@ per_link!(
     a_suppressed_send_with_invalidate_invalidates_as_a_reported_one_does,
     |link| {
         let p = Pair::new(link);
-        let lb = filled(&p.b.pz, 4096, 0x11);
-        let rmr = p.b.pz.rmr_create().unwrap();
-        let ctx = bind(&rmr, &lb, 1024, 256, &p.b.ep);
-        let inbox = filled(&p.b.pz, 256, 0x22);
-        p.b.ep
-            .post_recv(&[inbox.triplet(0, 256)], 7, CompletionFlags::empty())
-            .unwrap();
+        let t = target(&p, 256);
+        let (rmr, ctx, inbox) = (&t.rmr, t.ctx, &t.inbox);
         assert!(p.a.req_evd.dequeue().unwrap().is_none());
         let data = send_invalidate(&p, ctx, CompletionFlags::SUPPRESS);
         let r = p.b.recv_done();
@@ -159,13 +175,12 @@ per_link!(
     rmr_invalidated_by_a_peer_refuses_its_old_context_and_can_be_bound_again,
     |link| {
         let p = Pair::new(link);
-        let lb = filled(&p.b.pz, 4096, 0x11);
-        let rmr = p.b.pz.rmr_create().unwrap();
-        let ctx = bind(&rmr, &lb, 1024, 256, &p.b.ep);
-        let inbox = filled(&p.b.pz, 64, 0x22);
-        p.b.ep
-            .post_recv(&[inbox.triplet(0, 64)], 7, CompletionFlags::empty())
-            .unwrap();
+        let Target {
+            lb,
+            rmr,
+            ctx,
+            inbox,
+        } = target(&p, 64);
         send_invalidate(&p, ctx, CompletionFlags::empty());
         assert_eq!(p.a.req_done().status, DtoStatus::Success);
         assert_eq!(p.b.recv_done().rmr_context, Some(ctx));
