@@ -25,6 +25,34 @@ impl Drop for Batch {
     }
 }
 
+/// The message a Send or RDMA Write (with immediate) WR transmits (not a Read: its request
+/// goes through the ORQ).
+fn wr_msg(wr: &SendWr) -> OutMsg<'_> {
+    let solicited = wr.flags.contains(CompletionFlags::SOLICITED_WAIT);
+    let payload = Payload::Segs(&wr.segs);
+    let (stag, to) = (wr.remote.rmr_context.0, wr.remote.virtual_address);
+    match wr.op {
+        ReqOp::Send => OutMsg::Send {
+            solicited,
+            invalidate: None,
+            payload,
+        },
+        ReqOp::SendInvalidate(stag) => OutMsg::Send {
+            solicited,
+            invalidate: Some(stag),
+            payload,
+        },
+        ReqOp::WriteImmed(immediate) => OutMsg::WriteImmed {
+            stag,
+            to,
+            payload,
+            immediate,
+            solicited,
+        },
+        ReqOp::Write | ReqOp::Read => OutMsg::Write { stag, to, payload },
+    }
+}
+
 impl Qp {
     /// Drives the send side: transmits queued work while the link takes it. Never blocks: if
     /// another thread is already transmitting for this EP, it drains once more for this call
@@ -58,15 +86,8 @@ impl Qp {
     /// WR in `transmit` (`in_transmit`), under the lock; a drain that asks for the turn now
     /// finds this WR written when it gets the lock.
     pub(crate) fn transmit_inline(&self, c: &QpCore, wr: &SendWr) -> bool {
-        let (solicited, invalidate) = match wr.op {
-            ReqOp::Send => (wr.flags.contains(CompletionFlags::SOLICITED_WAIT), None),
-            ReqOp::SendInvalidate(stag) => (
-                wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
-                Some(stag),
-            ),
-            _ => return false,
-        };
-        if !wr.flags.contains(CompletionFlags::SUPPRESS)
+        if !matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
+            || !wr.flags.contains(CompletionFlags::SUPPRESS)
             || !c.sq.is_empty()
             || !c.irq.is_empty()
             || !c.lent.is_empty()
@@ -81,11 +102,7 @@ impl Qp {
         let Some(conn) = c.conn.as_ref() else {
             return false;
         };
-        conn.transmit_inline(&OutMsg::Send {
-            solicited,
-            invalidate,
-            payload: Payload::Segs(&wr.segs),
-        })
+        conn.transmit_inline(&wr_msg(wr))
     }
 
     /// Transmits the queued work while the link takes it; `held`: the QP's lock, taken by the
@@ -261,31 +278,10 @@ impl Qp {
                 }
                 Work::Wr(wr) => {
                     let wakes = self.rnr_wakes.load(Ordering::SeqCst);
-                    let transmit = |msg| match wr.flags.contains(CompletionFlags::SUPPRESS) {
+                    let msg = wr_msg(&wr);
+                    let out = match wr.flags.contains(CompletionFlags::SUPPRESS) {
                         true => conn.transmit_unreported(msg),
                         false => conn.transmit(msg),
-                    };
-                    let out = match wr.op {
-                        ReqOp::Send | ReqOp::SendInvalidate(_) => transmit(OutMsg::Send {
-                            solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
-                            invalidate: match wr.op {
-                                ReqOp::SendInvalidate(stag) => Some(stag),
-                                _ => None,
-                            },
-                            payload: Payload::Segs(&wr.segs),
-                        }),
-                        ReqOp::WriteImmed(immediate) => transmit(OutMsg::WriteImmed {
-                            stag: wr.remote.rmr_context.0,
-                            to: wr.remote.virtual_address,
-                            payload: Payload::Segs(&wr.segs),
-                            immediate,
-                            solicited: wr.flags.contains(CompletionFlags::SOLICITED_WAIT),
-                        }),
-                        _ => transmit(OutMsg::Write {
-                            stag: wr.remote.rmr_context.0,
-                            to: wr.remote.virtual_address,
-                            payload: Payload::Segs(&wr.segs),
-                        }),
                     };
                     let stop = match out {
                         TxOutcome::Sent => {
