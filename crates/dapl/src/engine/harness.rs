@@ -277,6 +277,11 @@ impl Wire {
 }
 
 impl Connection for Wire {
+    /// Always: whether it takes an offer is decided per offer (`take_inline`).
+    fn takes_inline(&self) -> bool {
+        true
+    }
+
     fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
         if !self.takes_inline.load(Ordering::Relaxed)
             || !self.script.lock().unwrap().is_empty()

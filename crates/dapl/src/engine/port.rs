@@ -129,6 +129,12 @@ pub(crate) trait Connection: Send + Sync {
     fn transmit_inline(&self, _msg: &OutMsg<'_>) -> bool {
         false
     }
+    /// Whether [`transmit_inline`](Self::transmit_inline) can take a message at all: asked
+    /// once, when the connection is established, so that a link that never does costs a
+    /// post nothing. A connection that wraps another answers as its `transmit_inline` does.
+    fn takes_inline(&self) -> bool {
+        false
+    }
     /// More messages follow at once (the engine has more work queued for this connection):
     /// until [`Connection::flush`], the link may hold back the messages `transmit` reports
     /// `Sent` and write them together (the tcp link: one `sendmsg` for a batch of small

@@ -249,6 +249,7 @@ impl Qp {
                 return false;
             }
             self.set_state(&mut c, EpState::Connected);
+            c.conn_inlines = conn.takes_inline();
             c.conn = Some(conn);
             c.pending_conn = None;
             if let Some(t) = c.attempt_timer.take() {

@@ -85,6 +85,9 @@ pub(crate) struct QpCore {
     pub(crate) state: EpState,
     pub(crate) attr: EpAttr,
     conn: Option<Arc<dyn Connection>>,
+    /// `conn` may take suppressed Sends inline (`Connection::takes_inline`, asked once when
+    /// it is set): posts on links that never do skip `Qp::transmit_inline`'s checks.
+    conn_inlines: bool,
     /// True once DISCONNECTED/BROKEN/... was reported for the current connection attempt.
     end_reported: bool,
     /// Bumped on every connect/accept attempt, so stale timers and requests do nothing.
@@ -328,6 +331,7 @@ impl Qp {
                 irq: queues.irq,
                 attr,
                 conn: None,
+                conn_inlines: false,
                 end_reported: true,
                 attempt: 0,
                 ord: 0,

@@ -86,7 +86,8 @@ impl Qp {
     /// WR in `transmit` (`in_transmit`), under the lock; a drain that asks for the turn now
     /// finds this WR written when it gets the lock.
     pub(crate) fn transmit_inline(&self, c: &QpCore, wr: &SendWr) -> bool {
-        if !matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
+        if !c.conn_inlines
+            || !matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
             || !wr.flags.contains(CompletionFlags::SUPPRESS)
             || !c.sq.is_empty()
             || !c.irq.is_empty()

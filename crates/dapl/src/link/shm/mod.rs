@@ -2797,6 +2797,10 @@ impl Connection for ShmConn {
     /// stream of Sends outran its consumer, filled the ring and left both ends waiting on
     /// doorbells and the progress threads, and the 8-byte message rate fell from about 1.7
     /// to 1.1 Mmsg/s (`datperf --link shm -t send -k rate`, 2026-11-27).
+    fn takes_inline(&self) -> bool {
+        true
+    }
+
     fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
         let mut tx = lock(&self.tx);
         let mark = looks();
