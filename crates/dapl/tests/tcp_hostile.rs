@@ -524,6 +524,99 @@ fn send_with_invalidate_goes_out_as_opcode_4_or_6_with_the_stag_in_every_segment
     t.ia.close(CloseFlags::Abrupt).unwrap();
 }
 
+// A small suppressed Send that begins its poster's run is written by the poster at once
+// (`Qp::transmit_inline`), its payload copied into its frame; if the socket takes only part of
+// it, the link keeps the rest and writes it before anything posted later. A peer that stops
+// reading fills the socket: every message still arrives whole, in order, once.
+#[test]
+fn inline_sends_the_socket_takes_in_part_arrive_whole_and_in_order_before_later_ones() {
+    const LEN: usize = 512;
+    const SLOTS: usize = 8;
+    let (t, mut s, enc, mut dec) = setup(false, qual());
+    s.write_all(&seg(
+        &enc,
+        Segment::Send {
+            last: true,
+            msn: 1,
+            mo: 0,
+            solicited: false,
+            invalidate_stag: None,
+            payload: b"go",
+        },
+    ))
+    .unwrap();
+    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
+    assert_eq!(ev.as_dto().unwrap().status, DtoStatus::Success);
+    let src = &t.lmrs[3];
+    for k in 0..SLOTS {
+        src.fill(k * LEN, LEN, k as u8 + 1).unwrap();
+    }
+    let post = |m: usize, flags| {
+        t.ep.post_send(
+            &[src.triplet((m % SLOTS * LEN) as u64, LEN as u64)],
+            m as u64,
+            flags,
+        )
+    };
+    // Each after a look, as a ping-pong posts: inline until the socket is full and a message
+    // waits in the link, then queued behind it.
+    let mut m = 0;
+    let mut queued = None;
+    while m < 200_000 {
+        assert!(t.recv.dequeue().unwrap().is_none());
+        let before = testing::inline_sends();
+        post(m, CompletionFlags::SUPPRESS).unwrap();
+        m += 1;
+        if testing::inline_sends() == before {
+            queued = Some(m - 1);
+            break;
+        }
+    }
+    let first_queued = queued.expect("the peer's socket never filled");
+    assert!(first_queued > 0, "the first posts went inline");
+    for _ in 0..3 {
+        assert!(t.recv.dequeue().unwrap().is_none());
+        post(m, CompletionFlags::SUPPRESS).unwrap();
+        m += 1;
+    }
+    post(m, CompletionFlags::empty()).unwrap();
+    m += 1;
+    // Now read: the Sends in MSN order, each whole, its bytes from its slot.
+    for k in 0..m {
+        let u = next_ulpdu(&mut s, &mut dec);
+        match Segment::parse(&u).unwrap() {
+            Segment::Send {
+                last: true,
+                msn,
+                mo: 0,
+                payload,
+                ..
+            } => {
+                assert_eq!(
+                    msn,
+                    1 + k as u32,
+                    "message {k} of {m} ({first_queued} inline)"
+                );
+                assert_eq!(payload, [(k % SLOTS) as u8 + 1; LEN], "message {k}'s bytes");
+            }
+            other => panic!("message {k}: expected a whole Send, got {other:?}"),
+        }
+    }
+    let (ev, _) = t
+        .recv
+        .wait(T, 1)
+        .unwrap()
+        .expect("the last Send's completion");
+    let d = ev.as_dto().unwrap();
+    assert_eq!((d.cookie.0, d.status), ((m - 1) as u64, DtoStatus::Success));
+    assert!(
+        t.recv.dequeue().unwrap().is_none(),
+        "only the last one reports"
+    );
+    assert_eq!(t.ep.state(), EpState::Connected);
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+}
+
 #[test]
 fn hostile_bad_crc_is_terminated_llp_crc_error() {
     hostile(

@@ -36,6 +36,8 @@ use crate::types::{
 pub(crate) use rx::{
     place_at, PlaceFault, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault, RxWriteImmed,
 };
+#[cfg(feature = "testing")]
+pub(crate) use tx::INLINE_SENDS;
 
 /// The segments of a work request: most have one or two, kept inline (a request is moved a few
 /// times between post and completion; a full `MAX_IOV` array would be copied each time).

@@ -25,6 +25,11 @@ impl Drop for Batch {
     }
 }
 
+/// Sends links took straight from their poster (`Qp::transmit_inline`; `dapl::testing`):
+/// counted only in builds with that feature (a locked add per ping-pong message otherwise).
+#[cfg(feature = "testing")]
+pub(crate) static INLINE_SENDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The message a Send or RDMA Write (with immediate) WR transmits (not a Read: its request
 /// goes through the ORQ).
 fn wr_msg(wr: &SendWr) -> OutMsg<'_> {
@@ -103,7 +108,12 @@ impl Qp {
         let Some(conn) = c.conn.as_ref() else {
             return false;
         };
-        conn.transmit_inline(&wr_msg(wr))
+        let taken = conn.transmit_inline(&wr_msg(wr));
+        #[cfg(feature = "testing")]
+        if taken {
+            INLINE_SENDS.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Transmits the queued work while the link takes it; `held`: the QP's lock, taken by the

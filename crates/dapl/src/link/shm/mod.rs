@@ -133,10 +133,6 @@ const MAP_MSG: usize = 20;
 const MAPS_PRUNE_AT: usize = 64;
 /// Copies made straight into or out of a peer's mapped memory (`dapl::testing`).
 pub(crate) static DIRECT_COPIES: AtomicU64 = AtomicU64::new(0);
-/// Sends written by their poster under the QP's lock (`transmit_inline`; `dapl::testing`):
-/// counted only in builds with that feature (a locked add per ping-pong message otherwise).
-#[cfg(feature = "testing")]
-pub(crate) static INLINE_SENDS: AtomicU64 = AtomicU64::new(0);
 /// Handshake flag of an Accept: the acceptor can read the requester's memory by cross-memory
 /// attach (it probed it).
 const HS_PULLS: u32 = 1;
@@ -2811,8 +2807,6 @@ impl Connection for ShmConn {
         match Self::push_small_send(&mut tx, msg) {
             Some(Ok(true)) => {
                 self.sent(&mut tx, false);
-                #[cfg(feature = "testing")]
-                INLINE_SENDS.fetch_add(1, Ordering::Relaxed);
                 true
             }
             _ => false,

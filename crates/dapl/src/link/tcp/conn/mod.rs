@@ -547,6 +547,14 @@ impl Connection for TcpConn {
         out
     }
 
+    fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
+        self.send_inline(msg)
+    }
+
+    fn takes_inline(&self) -> bool {
+        true
+    }
+
     fn hold(&self) {
         lock(&self.tx).held = true;
     }

@@ -106,6 +106,12 @@ impl Burst {
         small && !self.off && self.len >= BURST_HOLD_AFTER
     }
 
+    /// Whether a post by a thread whose `looks()` is `mark` continues the run of the last one
+    /// (same thread, no look for completions between).
+    pub(super) fn continues(&self, mark: u64) -> bool {
+        mark == self.mark
+    }
+
     /// The last message's `transmit` returns (`clock`, read only if its post was timed).
     pub(super) fn ended(&mut self, clock: impl FnOnce() -> u64) {
         self.end_ns = if self.post_ns.is_some() { clock() } else { 0 };
@@ -733,6 +739,84 @@ impl TcpConn {
         tx.abandon = false;
         Ok(false)
     }
+}
+
+impl TcpConn {
+    /// `Connection::transmit_inline`: a small Send that begins its poster's run (a look for
+    /// completions since that thread's last post here, as a ping-pong's every post follows)
+    /// and finds nothing waiting is framed with its payload copied and written at once. What
+    /// the socket does not take yet is the link's own backlog, written on `EPOLLOUT` or by
+    /// the next transmit, in order: the message no longer depends on registered memory, and
+    /// nothing of the engine's waits for it. A post that continues its run takes `transmit`,
+    /// where the burst rules decide whether it is held. False (nothing sent) when the message
+    /// is not taken this way or the stream has failed (the ordinary path reports it).
+    pub(super) fn send_inline(&self, msg: &OutMsg<'_>) -> bool {
+        let done = {
+            let mut tx = lock(&self.tx);
+            let mark = crate::link::looks::looks();
+            if tx.failed
+                || tx.shut
+                || (self.coalesce && tx.burst.continues(mark))
+                || !frame_inline(&mut tx, msg)
+            {
+                return false;
+            }
+            if self.coalesce {
+                // The run's first post: recorded as `transmit` records it, never held.
+                let corks = tx.note_post(crate::link::mono_ns, mark, true);
+                debug_assert!(!corks, "a run's first post is never held");
+            }
+            let done = self.flush_locked(&mut tx);
+            if self.coalesce {
+                tx.burst.ended(crate::link::mono_ns);
+            }
+            if tx.failed {
+                return false; // the queued WR finds the stream failed and is flushed
+            }
+            done
+        };
+        if !done {
+            self.update_interest();
+        }
+        true
+    }
+}
+
+/// `Connection::transmit_inline`: a Send of at most [`INLINE_MAX`] bytes, posted while nothing
+/// waits to be written, framed whole with its payload copied as the batch to write now (as
+/// `start_job` frames such a message). False, and nothing changed, for any other message or
+/// when a region of it was revoked (the ordinary path then reports that).
+pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
+    let OutMsg::Send {
+        solicited,
+        invalidate,
+        payload: payload @ Payload::Segs(segs),
+    } = *msg
+    else {
+        return false;
+    };
+    let total = payload.len();
+    if segs.len() > MAX_IOV || total > INLINE_MAX || !tx.idle() || tx.held || tx.corked {
+        return false;
+    }
+    let mut cur = Cursor {
+        kind: JobKind::Send {
+            msn: tx.msn_send,
+            solicited,
+            invalidate,
+        },
+        total,
+        off: 0,
+        framed_last: false,
+    };
+    tx.start_held();
+    let (f, p) = (tx.frames.len(), tx.pieces.len());
+    if frame_job(tx, &mut cur, segs, true, usize::MAX).is_ok() && cur.framed_last {
+        tx.msn_send = tx.msn_send.wrapping_add(1);
+        return true;
+    }
+    tx.cut_to(f, p);
+    false
 }
 
 /// A region a message is sent from was revoked while it was being framed.
