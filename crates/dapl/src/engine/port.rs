@@ -117,11 +117,11 @@ pub(crate) trait Connection: Send + Sync {
     fn transmit_unreported(&self, msg: OutMsg<'_>) -> TxOutcome {
         self.transmit(msg)
     }
-    /// A Send whose success is not reported (SUPPRESS), offered by a poster that holds the
-    /// QP's lock while nothing else of the QP's is queued, in the link, or being transmitted
-    /// (`Qp::transmit_inline`): a link that can write it at once, without blocking and without
-    /// calling the engine, does so and returns true (as if `transmit_unreported` had returned
-    /// `Sent`); otherwise false (no room, the connection ending, a message it does not take
+    /// A Send whose success is not reported (SUPPRESS), or a Read Request (its WR already in
+    /// the ORQ, as for `transmit`), offered by a poster that holds the QP's lock while nothing
+    /// else of the QP's is queued, in the link, or being transmitted (`Qp::transmit_inline`):
+    /// a link that can write it at once, without blocking and without calling the engine, does
+    /// so and returns true (as if `transmit_unreported` had returned `Sent`); otherwise false (no room, the connection ending, a message it does not take
     /// this way), and the engine queues it and transmits it as usual. Called with the QP's
     /// lock held: the link may take its own locks that come after the engine's, nothing else.
     /// A connection that wraps another passes it on only if it adds nothing per message (the

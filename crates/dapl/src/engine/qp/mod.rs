@@ -36,6 +36,7 @@ use crate::types::{
 pub(crate) use rx::{
     place_at, PlaceFault, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault, RxWriteImmed,
 };
+use tx::Inline;
 #[cfg(feature = "testing")]
 pub(crate) use tx::INLINE_SENDS;
 
@@ -585,10 +586,15 @@ impl Qp {
         if c.sq.len() + c.orq.len() >= c.attr.max_request_dtos {
             return Err(PostError::QueueFull(c.attr.max_request_dtos));
         }
-        if self.transmit_inline(&c, &wr) {
-            drop(c); // before the WR (its regions) goes
-            return Ok(());
-        }
+        let wr = match self.transmit_inline(&mut c, wr) {
+            Inline::Declined(wr) => wr,
+            Inline::Sent(wr) => {
+                drop(c); // before the WR (its regions) goes
+                drop(wr);
+                return Ok(());
+            }
+            Inline::Read => return Ok(()),
+        };
         c.sq.push_back(wr);
         self.pump_locked(c);
         Ok(())

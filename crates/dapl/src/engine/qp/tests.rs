@@ -610,16 +610,60 @@ fn a_suppressed_send_on_an_idle_qp_goes_to_the_link_inline_and_arrives() {
 }
 
 #[test]
-fn only_a_suppressed_send_goes_inline() {
+fn only_a_suppressed_send_and_a_read_go_inline() {
     let p = pair();
     p.a.wire.take_inline();
     post_send_flagged(&p, 1, 0, 8, CompletionFlags::empty());
     let mut write = send_wr(ReqOp::Write, 2, p.a.segs(&p.mem, 0, 8), p.b.remote(0, 8));
     write.flags = CompletionFlags::SUPPRESS;
     p.a.qp.post_send(write).unwrap();
-    post_read(&p, 3, 0, 8, CompletionFlags::SUPPRESS);
-    assert_eq!(p.a.wire.inline_log(), [false, false, false]);
+    assert_eq!(p.a.wire.inline_log(), [false, false]);
     assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+    post_read(&p, 3, 0, 8, CompletionFlags::empty());
+    assert_eq!(p.a.wire.inline_log(), [false, false, true]);
+}
+
+#[test]
+fn a_read_goes_inline_while_the_orq_has_room_and_completes_from_its_response_in_order() {
+    let p = pair();
+    p.a.wire.take_inline();
+    let ord = EpAttr::default().max_rdma_read_out;
+    for k in 0..ord + 1 {
+        assert!(p.b.region.copy_in(8 * k, &[k as u8 + 1; 8]));
+        post_read(&p, k as u64, 8 * k as u64, 8, CompletionFlags::empty());
+    }
+    // ORD requests inline; the next waits in the SQ for room in the ORQ.
+    let mut want = vec![true; ord];
+    assert_eq!(p.a.wire.inline_log(), want);
+    assert!(p.a.up.take_done().is_empty());
+    p.settle();
+    want.push(false);
+    assert_eq!(p.a.wire.inline_log(), want);
+    let done: Vec<_> = (0..ord as u64 + 1).map(|k| (Request, k, Success)).collect();
+    assert_eq!(p.a.up.take_done(), done);
+    for k in 0..ord + 1 {
+        assert_eq!(p.a.read(8 * k, 8), [k as u8 + 1; 8], "read {k}'s bytes");
+    }
+}
+
+#[test]
+fn a_fenced_request_behind_an_inline_read_waits_for_its_completion() {
+    let p = pair();
+    p.a.wire.take_inline();
+    assert!(p.b.region.copy_in(0, b"answer.."));
+    post_read(&p, 1, 0, 8, CompletionFlags::empty());
+    post_send_flagged(
+        &p,
+        2,
+        8,
+        8,
+        CompletionFlags::SUPPRESS | CompletionFlags::BARRIER_FENCE,
+    );
+    assert_eq!(p.a.wire.inline_log(), [true], "the fenced Send is queued");
+    p.settle();
+    assert_eq!(p.a.wire.inline_log(), [true, false]);
+    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+    assert_eq!(p.a.read(0, 8), b"answer..");
 }
 
 #[test]

@@ -30,6 +30,35 @@ impl Drop for Batch {
 #[cfg(feature = "testing")]
 pub(crate) static INLINE_SENDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// What became of a WR offered inline ([`Qp::transmit_inline`]).
+pub(crate) enum Inline {
+    /// Not taken: queue it.
+    Declined(SendWr),
+    /// A Send, written: nothing more to do (drop it once the QP's lock is let go).
+    Sent(SendWr),
+    /// A Read's request, written: the WR waits in the ORQ.
+    Read,
+}
+
+/// Where a Read's response lands, as its request names it: the address of its first segment.
+fn read_sink_to(wr: &SendWr) -> u64 {
+    wr.segs
+        .first()
+        .map(|s| s.region.addr() + s.offset as u64)
+        .unwrap_or(0)
+}
+
+/// The request of a Read WR (its `sink_to` set).
+fn read_request(wr: &SendWr) -> OutMsg<'static> {
+    OutMsg::ReadRequest {
+        sink_stag: wr.sink_stag,
+        sink_to: wr.sink_to,
+        len: wr.remote.segment_length,
+        src_stag: wr.remote.rmr_context.0,
+        src_to: wr.remote.virtual_address,
+    }
+}
+
 /// The message a Send or RDMA Write (with immediate) WR transmits (not a Read: its request
 /// goes through the ORQ).
 fn wr_msg(wr: &SendWr) -> OutMsg<'_> {
@@ -80,20 +109,26 @@ impl Qp {
         }
     }
 
-    /// A Send whose success is not reported (SUPPRESS), posted while nothing of this QP's is
-    /// queued, in the link, or being transmitted: offered to the link under the QP's lock `c`
-    /// ([`Connection::transmit_inline`]), without the queue and the transmit turn. True if the
-    /// link wrote it: then nothing is left to do (its success is not reported, and whatever
-    /// this QP transmits next is written after it). False: the caller queues it as usual.
+    /// A Send whose success is not reported (SUPPRESS), or an RDMA Read with room in the ORQ,
+    /// posted while nothing of this QP's is queued, in the link, or being transmitted: offered
+    /// to the link under the QP's lock `c` ([`Connection::transmit_inline`]), without the queue
+    /// and the transmit turn. If the link wrote it, nothing is left to do (a Send's success is
+    /// not reported; a Read waits in the ORQ for its response, as if the drain had sent its
+    /// request), and whatever this QP transmits next is written after it; otherwise the caller
+    /// queues it as usual.
     ///
     /// Nobody can be transmitting for this QP meanwhile: every drain takes the turn before it
     /// looks at the queues under this lock, and here the turn is idle, the queues empty and no
     /// WR in `transmit` (`in_transmit`), under the lock; a drain that asks for the turn now
-    /// finds this WR written when it gets the lock.
-    pub(crate) fn transmit_inline(&self, c: &QpCore, wr: &SendWr) -> bool {
+    /// finds this WR written when it gets the lock. A Read's response cannot be handled before
+    /// its WR is in the ORQ: that needs this lock.
+    pub(crate) fn transmit_inline(&self, c: &mut QpCore, mut wr: SendWr) -> Inline {
+        let read = wr.op == ReqOp::Read;
         if !c.conn_inlines
-            || !matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
-            || !wr.flags.contains(CompletionFlags::SUPPRESS)
+            || !(read
+                || matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
+                    && wr.flags.contains(CompletionFlags::SUPPRESS))
+            || (read && c.orq.len() >= c.ord)
             || !c.sq.is_empty()
             || !c.irq.is_empty()
             || !c.lent.is_empty()
@@ -103,17 +138,30 @@ impl Qp {
             || self.rnr_blocked.load(Ordering::SeqCst)
             || !self.tx_turns.idle()
         {
-            return false;
+            return Inline::Declined(wr);
         }
         let Some(conn) = c.conn.as_ref() else {
-            return false;
+            return Inline::Declined(wr);
         };
-        let taken = conn.transmit_inline(&wr_msg(wr));
+        let taken = if read {
+            wr.sink_to = read_sink_to(&wr);
+            let msg = read_request(&wr);
+            conn.transmit_inline(&msg)
+        } else {
+            conn.transmit_inline(&wr_msg(&wr))
+        };
         #[cfg(feature = "testing")]
         if taken {
             INLINE_SENDS.fetch_add(1, Ordering::Relaxed);
         }
-        taken
+        match taken {
+            true if read => {
+                c.orq.push_back(wr);
+                Inline::Read
+            }
+            true => Inline::Sent(wr),
+            false => Inline::Declined(wr),
+        }
     }
 
     /// Transmits the queued work while the link takes it; `held`: the QP's lock, taken by the
@@ -179,11 +227,7 @@ impl Qp {
                     if wr.op == ReqOp::Read {
                         // Into the ORQ before the request leaves: the response may come back
                         // before transmit returns.
-                        wr.sink_to = wr
-                            .segs
-                            .first()
-                            .map(|s| s.region.addr() + s.offset as u64)
-                            .unwrap_or(0);
+                        wr.sink_to = read_sink_to(&wr);
                         let w = Work::ReadReq {
                             sink_stag: wr.sink_stag,
                             sink_to: wr.sink_to,

@@ -676,28 +676,12 @@ impl TcpConn {
                 let Ok(read_size) = u32::try_from(len) else {
                     return Err(TxOutcome::Failed(DtoStatus::LocalLength));
                 };
-                let seg = Segment::ReadRequest {
-                    msn,
-                    request: ReadRequest {
-                        sink_stag: sink_stag.max(1),
-                        sink_to,
-                        size: read_size,
-                        source_stag: src_stag,
-                        source_to: src_to,
-                    },
-                };
+                let seg = read_request(msn, sink_stag, sink_to, read_size, src_stag, src_to);
                 // Into the held batch, or, with nothing waiting before it, framed as the batch
                 // to write now (Ok(false)); else queued behind what waits.
                 let held = tx.can_hold();
-                if held || tx.idle() {
-                    tx.start_held();
-                    let a = tx.frames.len();
-                    if tx.enc.encode_segment(&seg, &mut tx.frames).is_ok() {
-                        let b = tx.frames.len();
-                        tx.push_frame(a, b);
-                        return Ok(held);
-                    }
-                    tx.cut_to(a, tx.pieces.len());
+                if (held || tx.idle()) && tx.frame_segment(&seg) {
+                    return Ok(held);
                 }
                 return if tx.push_segment(&seg) {
                     Ok(false)
@@ -742,9 +726,10 @@ impl TcpConn {
 }
 
 impl TcpConn {
-    /// `Connection::transmit_inline`: a small Send that begins its poster's run (a look for
-    /// completions since that thread's last post here, as a ping-pong's every post follows)
-    /// and finds nothing waiting is framed with its payload copied and written at once. What
+    /// `Connection::transmit_inline`: a small Send or a Read Request that begins its poster's
+    /// run (a look for completions since that thread's last post here, as a ping-pong's every
+    /// post follows) and finds nothing waiting is framed (a Send's payload copied) and written
+    /// at once. What
     /// the socket does not take yet is the link's own backlog, written on `EPOLLOUT` or by
     /// the next transmit, in order: the message no longer depends on registered memory, and
     /// nothing of the engine's waits for it. A post that continues its run takes `transmit`,
@@ -782,23 +767,41 @@ impl TcpConn {
     }
 }
 
-/// `Connection::transmit_inline`: a Send of at most [`INLINE_MAX`] bytes, posted while nothing
-/// waits to be written, framed whole with its payload copied as the batch to write now (as
-/// `start_job` frames such a message). False, and nothing changed, for any other message or
-/// when a region of it was revoked (the ordinary path then reports that).
+/// `Connection::transmit_inline`: a Send of at most [`INLINE_MAX`] bytes or a Read Request,
+/// posted while nothing waits to be written, framed whole (a Send's payload copied) as the
+/// batch to write now, as `start_job` frames such a message. False, and nothing changed, for
+/// any other message or when a region of it was revoked (the ordinary path then reports that).
 pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
-    let OutMsg::Send {
-        solicited,
-        invalidate,
-        payload: payload @ Payload::Segs(segs),
-    } = *msg
-    else {
-        return false;
-    };
-    let total = payload.len();
-    if segs.len() > MAX_IOV || total > INLINE_MAX || !tx.idle() || tx.held || tx.corked {
+    if !tx.idle() || tx.held || tx.corked {
         return false;
     }
+    let (solicited, invalidate, segs, total) = match *msg {
+        OutMsg::Send {
+            solicited,
+            invalidate,
+            payload: payload @ Payload::Segs(segs),
+        } if segs.len() <= MAX_IOV && payload.len() <= INLINE_MAX => {
+            (solicited, invalidate, segs, payload.len())
+        }
+        OutMsg::ReadRequest {
+            sink_stag,
+            sink_to,
+            len,
+            src_stag,
+            src_to,
+        } => {
+            let Ok(size) = u32::try_from(len) else {
+                return false;
+            };
+            let seg = read_request(tx.msn_read, sink_stag, sink_to, size, src_stag, src_to);
+            if !tx.frame_segment(&seg) {
+                return false;
+            }
+            tx.msn_read = tx.msn_read.wrapping_add(1);
+            return true;
+        }
+        _ => return false,
+    };
     let mut cur = Cursor {
         kind: JobKind::Send {
             msn: tx.msn_send,
@@ -817,6 +820,27 @@ pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
     }
     tx.cut_to(f, p);
     false
+}
+
+/// The Read Request segment of read `msn` (a sink STag of 0 goes out as 1: STag 0 is refused).
+fn read_request(
+    msn: u32,
+    sink_stag: u32,
+    sink_to: u64,
+    size: u32,
+    source_stag: u32,
+    source_to: u64,
+) -> Segment<'static> {
+    Segment::ReadRequest {
+        msn,
+        request: ReadRequest {
+            sink_stag: sink_stag.max(1),
+            sink_to,
+            size,
+            source_stag,
+            source_to,
+        },
+    }
 }
 
 /// A region a message is sent from was revoked while it was being framed.
@@ -993,6 +1017,20 @@ impl Tx {
             self.skip = 0;
             self.job = None;
         }
+    }
+
+    /// Frames `seg` as one FPDU into the batch (behind what it holds). False, and the batch as
+    /// it was, if it cannot be framed.
+    fn frame_segment(&mut self, seg: &Segment<'_>) -> bool {
+        self.start_held();
+        let a = self.frames.len();
+        if self.enc.encode_segment(seg, &mut self.frames).is_ok() {
+            let b = self.frames.len();
+            self.push_frame(a, b);
+            return true;
+        }
+        self.cut_to(a, self.pieces.len());
+        false
     }
 
     /// Frames `seg` as one FPDU and queues it after the current batch. False if it cannot be
