@@ -12,6 +12,8 @@
 //! ping-pong of `datperf` does: what is left is the work on a half round trip's path.
 //! `empty` only dequeues an EVD with nothing to come, `MESSAGES` times: the cost of one look
 //! of a consumer spinning for its next completion.
+//! `read` posts an 8-byte RDMA Read on one endpoint and dequeues its completion: the request,
+//! the responder's answer (made by the same thread's polls) and the response.
 
 mod common;
 
@@ -27,13 +29,19 @@ fn main() -> Res<()> {
     let pz = ia.pz_create()?;
     let (a, b) = (Side::new(&ia, &pz, None)?, Side::new(&ia, &pz, None)?);
     let a_mem = pz.lmr_allocate(4096, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
-    let b_mem = pz.lmr_allocate(4096, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
+    let b_mem = pz.lmr_allocate(
+        4096,
+        MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_READ,
+    )?;
     let (_, _psp) = connect(&a, &ia, &b, b"", b"")?;
     let recv = [b_mem.slice(0..64)?];
     let send = [a_mem.slice(0..8)?];
     let mode = std::env::args().nth(3);
     if mode.as_deref() == Some("empty") {
         return empty_polls(&b, n);
+    }
+    if mode.as_deref() == Some("read") {
+        return reads(&a, &a_mem, &b_mem, n);
     }
     let suppress = mode.as_deref() == Some("suppress");
     let send_flags = if suppress {
@@ -74,6 +82,31 @@ fn main() -> Res<()> {
     let per = start.elapsed().as_nanos() / u128::from(n.max(1));
     println!("{per} ns per message ({n} messages, both sides in this thread)");
     ia.close(CloseFlags::Abrupt)?;
+    Ok(())
+}
+
+/// `read`: `n` 8-byte RDMA Reads by `a` of `b_mem`, each dequeued before the next.
+fn reads(a: &Side, a_mem: &Lmr, b_mem: &Lmr, n: u64) -> Res<()> {
+    let sink = [a_mem.slice(0..8)?];
+    let remote = RmrTriplet::new(b_mem.rmr_context(), b_mem.address(), 8);
+    let mut got = [0u8; 8];
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        b_mem.write(0, &i.to_le_bytes())?;
+        a.ep.post_rdma_read(&sink, i, &remote, CompletionFlags::empty())?;
+        let done = loop {
+            if let Some(ev) = a.req_evd.dequeue()? {
+                break ev;
+            }
+        };
+        let done = done.as_dto().ok_or("not a DTO completion")?;
+        a_mem.read(0, &mut got)?;
+        if done.cookie != Cookie(i) || got != i.to_le_bytes() {
+            return Err(format!("read {i}: {done:?}, bytes {got:?}").into());
+        }
+    }
+    let per = start.elapsed().as_nanos() / u128::from(n.max(1));
+    println!("{per} ns per read ({n} reads, both sides in this thread)");
     Ok(())
 }
 
