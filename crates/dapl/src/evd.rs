@@ -88,9 +88,10 @@ pub(crate) struct EvdInner {
     pub(crate) freed: AtomicBool,
     /// The consumer's handles (`handle.rs`).
     handles: AtomicUsize,
-    /// The receive EVD of some endpoint: a consumer that finds it empty waits for inbound
-    /// data, and its polls hand that data in themselves (`Progress::poll`).
-    pub(crate) receives: AtomicBool,
+    /// The receive EVD of some endpoint, or the request EVD of one that has posted an RDMA
+    /// Read: a consumer that finds it empty waits for inbound data (a message, a read's
+    /// response), and its polls hand that data in themselves (`Progress::poll`).
+    pub(crate) awaits_inbound: AtomicBool,
     /// The queue's length, stored under the state lock whenever it changes: a busy-polling
     /// `dequeue` that finds 0 goes to the link's progress without taking the lock.
     queued: AtomicUsize,
@@ -167,14 +168,23 @@ impl EvdInner {
             users: AtomicU32::new(0),
             freed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
-            receives: AtomicBool::new(false),
+            awaits_inbound: AtomicBool::new(false),
             queued: AtomicUsize::new(0),
         }))
     }
 
     /// `Progress::poll` of the EVD's IA: true if it handled something.
     fn poll_progress(&self) -> bool {
-        self.progress.poll(self.receives.load(Ordering::Relaxed))
+        self.progress
+            .poll(self.awaits_inbound.load(Ordering::Relaxed))
+    }
+
+    /// Completions to come on this EVD need inbound data ([`EvdInner::awaits_inbound`]).
+    pub(crate) fn await_inbound(&self) {
+        // A load first: a store on every post would write a shared line each time.
+        if !self.awaits_inbound.load(Ordering::Relaxed) {
+            self.awaits_inbound.store(true, Ordering::Relaxed);
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, EvdState> {

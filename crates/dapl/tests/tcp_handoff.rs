@@ -128,6 +128,51 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
     b.close();
 }
 
+/// An RDMA Read completes with inbound data (its response), as a receive does: a consumer
+/// polling the request EVD of an endpoint that reads takes the connections as one polling a
+/// receive EVD does. Before the endpoint's first read, polls of that EVD (whose completions
+/// come from this side alone) leave them with the progress thread.
+#[test]
+fn polling_the_request_evd_of_rdma_reads_takes_the_connections_as_receives_do() {
+    let (a, b) = pair();
+    set_handoff_window(&a.ia, Duration::from_secs(60));
+    let deadline = Instant::now() + Duration::from_millis(50);
+    while Instant::now() < deadline {
+        assert!(a.req_evd.dequeue().unwrap().is_none());
+    }
+    assert_eq!(
+        state(&a),
+        (true, false),
+        "no read yet: the connections stay"
+    );
+    let src = b.pz.lmr_allocate(8, MemPriv::ALL).unwrap();
+    let dst = a.pz.lmr_allocate(8, MemPriv::ALL).unwrap();
+    let remote = RmrTriplet::new(src.rmr_context(), src.address(), 8);
+    let mut n = 0u64;
+    eventually(
+        "the progress thread hands the connection to the consumer polling for its reads",
+        || {
+            src.write(0, &n.to_le_bytes()).unwrap();
+            a.ep.post_rdma_read(&[dst.triplet(0, 8)], n, &remote, CompletionFlags::empty())
+                .unwrap();
+            let ev = loop {
+                if let Some(ev) = a.req_evd.dequeue().unwrap() {
+                    break ev;
+                }
+            };
+            let d = ev.as_dto().unwrap();
+            assert_eq!((d.status, d.cookie.0), (DtoStatus::Success, n));
+            let mut v = [0u8; 8];
+            dst.read(0, &mut v).unwrap();
+            assert_eq!(u64::from_le_bytes(v), n);
+            n += 1;
+            state(&a) == (false, true)
+        },
+    );
+    a.close();
+    b.close();
+}
+
 #[test]
 fn a_send_waiting_for_a_buffer_is_placed_by_the_thread_that_posts_the_buffer() {
     // The Send arrives with no receive posted: the link holds it (RNR wait). Posting the

@@ -233,7 +233,8 @@ pub(crate) trait Link: Send + Sync {
 pub(crate) trait Progress: Send + Sync {
     /// Handles, without blocking, whatever has arrived. True if there was something to handle.
     /// `for_inbound`: the caller waits for a completion only inbound data can bring (an empty
-    /// receive EVD), so it is likely to poll again soon; the link may then leave its
+    /// receive EVD, or the request EVD of an endpoint that reads), so it is likely to poll
+    /// again soon; the link may then leave its
     /// connections to such polls for a while (until `idle`).
     fn poll(&self, for_inbound: bool) -> bool {
         let _ = for_inbound;

@@ -286,7 +286,7 @@ impl InterfaceAdapter {
             e.0.users.fetch_add(1, Ordering::SeqCst);
         }
         if let Some(e) = recv_evd {
-            e.0.receives.store(true, Ordering::Relaxed);
+            e.0.await_inbound();
         }
         if let Some(s) = srq {
             s.0.rq.attach(&inner.qp);

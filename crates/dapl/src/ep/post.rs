@@ -264,6 +264,12 @@ impl Endpoint {
             }
             _ => {}
         }
+        if rop == ReqOp::Read {
+            // Its completion comes with inbound data: a consumer polling for it hands that in.
+            if let Some(e) = &ep.request_evd {
+                e.0.await_inbound();
+            }
+        }
         // Never 0: a byte-stream link puts it on the wire, where STag 0 is refused.
         let sink_stag = iov.first().map(|t| t.lmr_context.0).unwrap_or(1).max(1);
         let wr = SendWr {
