@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
+use crate::engine::port::{Connection, Inlines, OutMsg, Payload, TxOutcome};
 use crate::engine::qp::{
     Completion, CompletionQueue, Qp, QpEvent, QpUpcalls, RecvWr, ReqOp, RxReadFault, RxResponse,
     RxSend, RxWriteFault, RxWriteImmed, Segs, SendWr,
@@ -278,8 +278,11 @@ impl Wire {
 
 impl Connection for Wire {
     /// Always: whether it takes an offer is decided per offer (`take_inline`).
-    fn takes_inline(&self) -> bool {
-        true
+    fn takes_inline(&self) -> Inlines {
+        Inlines {
+            sends: true,
+            reads: true,
+        }
     }
 
     fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {

@@ -101,6 +101,23 @@ pub(crate) enum TxOutcome {
     PeerClosed,
 }
 
+/// What a connection may take inline ([`Connection::takes_inline`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Inlines {
+    /// Suppressed Sends.
+    pub(crate) sends: bool,
+    /// Read Requests.
+    pub(crate) reads: bool,
+}
+
+impl Inlines {
+    /// Nothing: every message takes `transmit`.
+    pub(crate) const NONE: Inlines = Inlines {
+        sends: false,
+        reads: false,
+    };
+}
+
 /// The local end of an established connection, as the engine sees it.
 pub(crate) trait Connection: Send + Sync {
     /// Hands one message to the link.
@@ -129,11 +146,11 @@ pub(crate) trait Connection: Send + Sync {
     fn transmit_inline(&self, _msg: &OutMsg<'_>) -> bool {
         false
     }
-    /// Whether [`transmit_inline`](Self::transmit_inline) can take a message at all: asked
-    /// once, when the connection is established, so that a link that never does costs a
-    /// post nothing. A connection that wraps another answers as its `transmit_inline` does.
-    fn takes_inline(&self) -> bool {
-        false
+    /// Which messages [`transmit_inline`](Self::transmit_inline) can take at all: asked once,
+    /// when the connection is established, so that a post the link never takes that way costs
+    /// nothing more. A connection that wraps another answers as its `transmit_inline` does.
+    fn takes_inline(&self) -> Inlines {
+        Inlines::NONE
     }
     /// More messages follow at once (the engine has more work queued for this connection):
     /// until [`Connection::flush`], the link may hold back the messages `transmit` reports

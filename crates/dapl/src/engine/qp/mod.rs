@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use smallvec::SmallVec;
 
-use crate::engine::port::Connection;
+use crate::engine::port::{Connection, Inlines};
 use crate::engine::srq::SharedRq;
 use crate::engine::turn::Turns;
 use crate::mem::{MemTable, Seg};
@@ -88,9 +88,9 @@ pub(crate) struct QpCore {
     pub(crate) state: EpState,
     pub(crate) attr: EpAttr,
     conn: Option<Arc<dyn Connection>>,
-    /// `conn` may take suppressed Sends inline (`Connection::takes_inline`, asked once when
-    /// it is set): posts on links that never do skip `Qp::transmit_inline`'s checks.
-    conn_inlines: bool,
+    /// What `conn` may take inline (`Connection::takes_inline`, asked once when it is set):
+    /// posts it never takes that way skip `Qp::transmit_inline`'s checks.
+    conn_inlines: Inlines,
     /// True once DISCONNECTED/BROKEN/... was reported for the current connection attempt.
     end_reported: bool,
     /// Bumped on every connect/accept attempt, so stale timers and requests do nothing.
@@ -334,7 +334,7 @@ impl Qp {
                 irq: queues.irq,
                 attr,
                 conn: None,
-                conn_inlines: false,
+                conn_inlines: Inlines::NONE,
                 end_reported: true,
                 attempt: 0,
                 ord: 0,
@@ -572,7 +572,7 @@ impl Qp {
 
     /// Posts a send, RDMA write (with immediate) or RDMA read: CONNECTED queues and transmits
     /// it, DISCONNECTED flushes it at once, any other state refuses it.
-    pub(crate) fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+    pub(crate) fn post_send(&self, mut wr: SendWr) -> Result<(), PostError> {
         let mut c = self.lock();
         match c.state {
             EpState::Connected => {}
@@ -586,15 +586,17 @@ impl Qp {
         if c.sq.len() + c.orq.len() >= c.attr.max_request_dtos {
             return Err(PostError::QueueFull(c.attr.max_request_dtos));
         }
-        let wr = match self.transmit_inline(&mut c, wr) {
-            Inline::Declined(wr) => wr,
-            Inline::Sent(wr) => {
+        match self.transmit_inline(&c, &mut wr) {
+            Inline::Declined => {}
+            Inline::Sent => {
                 drop(c); // before the WR (its regions) goes
-                drop(wr);
                 return Ok(());
             }
-            Inline::Read => return Ok(()),
-        };
+            Inline::Read => {
+                c.orq.push_back(wr);
+                return Ok(());
+            }
+        }
         c.sq.push_back(wr);
         self.pump_locked(c);
         Ok(())

@@ -33,10 +33,10 @@ pub(crate) static INLINE_SENDS: std::sync::atomic::AtomicU64 = std::sync::atomic
 /// What became of a WR offered inline ([`Qp::transmit_inline`]).
 pub(crate) enum Inline {
     /// Not taken: queue it.
-    Declined(SendWr),
+    Declined,
     /// A Send, written: nothing more to do (drop it once the QP's lock is let go).
-    Sent(SendWr),
-    /// A Read's request, written: the WR waits in the ORQ.
+    Sent,
+    /// A Read's request, written: the WR goes into the ORQ (under the same hold of the lock).
     Read,
 }
 
@@ -112,23 +112,27 @@ impl Qp {
     /// A Send whose success is not reported (SUPPRESS), or an RDMA Read with room in the ORQ,
     /// posted while nothing of this QP's is queued, in the link, or being transmitted: offered
     /// to the link under the QP's lock `c` ([`Connection::transmit_inline`]), without the queue
-    /// and the transmit turn. If the link wrote it, nothing is left to do (a Send's success is
-    /// not reported; a Read waits in the ORQ for its response, as if the drain had sent its
-    /// request), and whatever this QP transmits next is written after it; otherwise the caller
-    /// queues it as usual.
+    /// and the transmit turn. If the link wrote it, nothing is left to do but put a Read into
+    /// the ORQ, where it waits for its response as if the drain had sent its request (a Send's
+    /// success is not reported), and whatever this QP transmits next is written after it;
+    /// otherwise the caller queues it as usual. The WR is lent, not moved: most posts are
+    /// declined, and a WR is large.
     ///
     /// Nobody can be transmitting for this QP meanwhile: every drain takes the turn before it
     /// looks at the queues under this lock, and here the turn is idle, the queues empty and no
     /// WR in `transmit` (`in_transmit`), under the lock; a drain that asks for the turn now
     /// finds this WR written when it gets the lock. A Read's response cannot be handled before
-    /// its WR is in the ORQ: that needs this lock.
-    pub(crate) fn transmit_inline(&self, c: &mut QpCore, mut wr: SendWr) -> Inline {
+    /// its WR is in the ORQ: that needs this lock, which the caller holds until then.
+    pub(crate) fn transmit_inline(&self, c: &QpCore, wr: &mut SendWr) -> Inline {
         let read = wr.op == ReqOp::Read;
-        if !c.conn_inlines
-            || !(read
-                || matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
-                    && wr.flags.contains(CompletionFlags::SUPPRESS))
-            || (read && c.orq.len() >= c.ord)
+        let offered = if read {
+            c.conn_inlines.reads && c.orq.len() < c.ord
+        } else {
+            c.conn_inlines.sends
+                && matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
+                && wr.flags.contains(CompletionFlags::SUPPRESS)
+        };
+        if !offered
             || !c.sq.is_empty()
             || !c.irq.is_empty()
             || !c.lent.is_empty()
@@ -138,29 +142,25 @@ impl Qp {
             || self.rnr_blocked.load(Ordering::SeqCst)
             || !self.tx_turns.idle()
         {
-            return Inline::Declined(wr);
+            return Inline::Declined;
         }
         let Some(conn) = c.conn.as_ref() else {
-            return Inline::Declined(wr);
+            return Inline::Declined;
         };
         let taken = if read {
-            wr.sink_to = read_sink_to(&wr);
-            let msg = read_request(&wr);
-            conn.transmit_inline(&msg)
+            wr.sink_to = read_sink_to(wr);
+            conn.transmit_inline(&read_request(wr))
         } else {
-            conn.transmit_inline(&wr_msg(&wr))
+            conn.transmit_inline(&wr_msg(wr))
         };
         #[cfg(feature = "testing")]
         if taken {
             INLINE_SENDS.fetch_add(1, Ordering::Relaxed);
         }
         match taken {
-            true if read => {
-                c.orq.push_back(wr);
-                Inline::Read
-            }
-            true => Inline::Sent(wr),
-            false => Inline::Declined(wr),
+            true if read => Inline::Read,
+            true => Inline::Sent,
+            false => Inline::Declined,
         }
     }
 

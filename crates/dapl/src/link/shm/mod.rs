@@ -85,7 +85,7 @@ use self::ring::{
     Consumer, Header, Kind, Producer, BROKEN, INVALIDATE, LAST, PULL, READ_REFUSED, SOLICITED,
 };
 use crate::engine::port::{
-    Connection, CrArrivalInfo, CrossMemoryAttach, Link, LinkCaps, ListenError,
+    Connection, CrArrivalInfo, CrossMemoryAttach, Inlines, Link, LinkCaps, ListenError,
     Listener as PortListener, OutMsg, Payload, PendingRequest, Progress, TxOutcome,
     MAX_PRIVATE_DATA,
 };
@@ -2793,8 +2793,12 @@ impl Connection for ShmConn {
     /// stream of Sends outran its consumer, filled the ring and left both ends waiting on
     /// doorbells and the progress threads, and the 8-byte message rate fell from about 1.7
     /// to 1.1 Mmsg/s (`datperf --link shm -t send -k rate`, 2026-11-27).
-    fn takes_inline(&self) -> bool {
-        true
+    fn takes_inline(&self) -> Inlines {
+        // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`).
+        Inlines {
+            sends: true,
+            reads: false,
+        }
     }
 
     fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {

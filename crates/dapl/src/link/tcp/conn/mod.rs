@@ -39,7 +39,7 @@ use socket2::Socket;
 use self::cut_through::Cut;
 use self::tx::{Piece, TxJob, BATCH_FPDUS};
 use super::{lock, Shared, LINGER};
-use crate::engine::port::{Connection, Listener, OutMsg, TxOutcome};
+use crate::engine::port::{Connection, Inlines, Listener, OutMsg, TxOutcome};
 use crate::engine::qp::{Qp, RecvWr};
 use crate::types::{DtoStatus, EpState, IaAddress};
 
@@ -551,8 +551,11 @@ impl Connection for TcpConn {
         self.send_inline(msg)
     }
 
-    fn takes_inline(&self) -> bool {
-        true
+    fn takes_inline(&self) -> Inlines {
+        Inlines {
+            sends: true,
+            reads: true,
+        }
     }
 
     fn hold(&self) {
