@@ -444,16 +444,11 @@ fn next_ulpdu(s: &mut TcpStream, dec: &mut FpduDecoder) -> Vec<u8> {
     }
 }
 
-// The wire format siw reads (siw_qp_rx.c: `send_inv.inval_stag`, the 32 bits after the DDP
-// and RDMAP control bytes, taken from a message's first segment; the opcode from its RDMAP
-// control byte): RDMAP opcode 4 (6 with SOLICITED_WAIT), the STag big-endian in ULPDU bytes
-// 2-5 (DDP RsvdULP[8:39]) of every segment, QN 0, the Send MSNs in order.
-#[test]
-fn send_with_invalidate_goes_out_as_opcode_4_or_6_with_the_stag_in_every_segment() {
-    let (t, mut s, enc, mut dec) = setup(false, qual());
-    // The target holds its FPDUs (MPA responder) until the peer's first arrives.
+/// The target holds its FPDUs (MPA responder) until the peer's first arrives: a Send into its
+/// posted inbox, whose completion is taken here.
+fn release_hold(t: &Target, s: &mut TcpStream, enc: &FpduEncoder) {
     s.write_all(&seg(
-        &enc,
+        enc,
         Segment::Send {
             last: true,
             msn: 1,
@@ -466,6 +461,16 @@ fn send_with_invalidate_goes_out_as_opcode_4_or_6_with_the_stag_in_every_segment
     .unwrap();
     let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
     assert_eq!(ev.as_dto().unwrap().status, DtoStatus::Success);
+}
+
+// The wire format siw reads (siw_qp_rx.c: `send_inv.inval_stag`, the 32 bits after the DDP
+// and RDMAP control bytes, taken from a message's first segment; the opcode from its RDMAP
+// control byte): RDMAP opcode 4 (6 with SOLICITED_WAIT), the STag big-endian in ULPDU bytes
+// 2-5 (DDP RsvdULP[8:39]) of every segment, QN 0, the Send MSNs in order.
+#[test]
+fn send_with_invalidate_goes_out_as_opcode_4_or_6_with_the_stag_in_every_segment() {
+    let (t, mut s, enc, mut dec) = setup(false, qual());
+    release_hold(&t, &mut s, &enc);
     let stag = 0xA1B2_C3D4u32;
     let big = &t.lmrs[3];
     let sends = [
@@ -533,20 +538,7 @@ fn inline_sends_the_socket_takes_in_part_arrive_whole_and_in_order_before_later_
     const LEN: usize = 512;
     const SLOTS: usize = 8;
     let (t, mut s, enc, mut dec) = setup(false, qual());
-    s.write_all(&seg(
-        &enc,
-        Segment::Send {
-            last: true,
-            msn: 1,
-            mo: 0,
-            solicited: false,
-            invalidate_stag: None,
-            payload: b"go",
-        },
-    ))
-    .unwrap();
-    let (ev, _) = t.recv.wait(T, 1).unwrap().expect("an event in time");
-    assert_eq!(ev.as_dto().unwrap().status, DtoStatus::Success);
+    release_hold(&t, &mut s, &enc);
     let src = &t.lmrs[3];
     for k in 0..SLOTS {
         src.fill(k * LEN, LEN, k as u8 + 1).unwrap();
