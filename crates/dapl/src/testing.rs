@@ -84,11 +84,11 @@ pub fn shm_direct_copies() -> u64 {
     crate::link::shm::DIRECT_COPIES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Sends this process's connections (any link) took straight from their poster
-/// (`Qp::transmit_inline`: a suppressed small Send that begins its poster's run on an idle QP),
-/// since it started.
-pub fn inline_sends() -> u64 {
-    crate::engine::qp::INLINE_SENDS.load(std::sync::atomic::Ordering::Relaxed)
+/// Posts this process's connections (any link) took straight from their poster
+/// (`Qp::transmit_inline`: a suppressed small Send, or an RDMA Read's request on tcp, that
+/// begins its poster's run on an idle QP), since it started.
+pub fn inline_posts() -> u64 {
+    crate::engine::qp::INLINE_POSTS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The descriptors of shm peers' regions this process has received since the last call

@@ -3,7 +3,7 @@
 //! (the poster looked for completions since its last post, as a ping-pong's every post does);
 //! a post that continues a run (a stream) takes the engine's queue as every other message
 //! does. Either way every message arrives whole and in order. Its own test binary: the count
-//! it reads (`dapl::testing::inline_sends`) is the process's, so one test runs both links.
+//! it reads (`dapl::testing::inline_posts`) is the process's, so one test runs both links.
 
 use dapl::*;
 use dapl_testkit::kit::*;
@@ -32,7 +32,7 @@ fn runs_begin_inline(link: &str) {
             .unwrap();
     };
     let look = || assert!(p.a.req_evd.dequeue().unwrap().is_none());
-    let inline = testing::inline_sends;
+    let inline = testing::inline_posts;
     let mut m = 0;
     // A run of ten: its first only.
     look();

@@ -556,10 +556,10 @@ fn inline_sends_the_socket_takes_in_part_arrive_whole_and_in_order_before_later_
     let mut queued = None;
     while m < 200_000 {
         assert!(t.recv.dequeue().unwrap().is_none());
-        let before = testing::inline_sends();
+        let before = testing::inline_posts();
         post(m, CompletionFlags::SUPPRESS).unwrap();
         m += 1;
-        if testing::inline_sends() == before {
+        if testing::inline_posts() == before {
             queued = Some(m - 1);
             break;
         }

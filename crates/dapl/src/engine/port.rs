@@ -134,11 +134,12 @@ pub(crate) trait Connection: Send + Sync {
     fn transmit_unreported(&self, msg: OutMsg<'_>) -> TxOutcome {
         self.transmit(msg)
     }
-    /// A Send whose success is not reported (SUPPRESS), or a Read Request (its WR already in
-    /// the ORQ, as for `transmit`), offered by a poster that holds the QP's lock while nothing
-    /// else of the QP's is queued, in the link, or being transmitted (`Qp::transmit_inline`):
-    /// a link that can write it at once, without blocking and without calling the engine, does
-    /// so and returns true (as if `transmit_unreported` had returned `Sent`); otherwise false (no room, the connection ending, a message it does not take
+    /// A Send whose success is not reported (SUPPRESS), or a Read Request (its WR goes into the
+    /// ORQ under the same hold of the QP's lock), offered by a poster that holds the QP's lock
+    /// while nothing else of the QP's is queued, in the link, or being transmitted
+    /// (`Qp::transmit_inline`): a link that can write it at once, without blocking and without
+    /// calling the engine, does so and returns true (as if `transmit_unreported` had returned
+    /// `Sent`); otherwise false (no room, the connection ending, a message it does not take
     /// this way), and the engine queues it and transmits it as usual. Called with the QP's
     /// lock held: the link may take its own locks that come after the engine's, nothing else.
     /// A connection that wraps another passes it on only if it adds nothing per message (the
@@ -251,8 +252,8 @@ pub(crate) trait Progress: Send + Sync {
     /// Handles, without blocking, whatever has arrived. True if there was something to handle.
     /// `for_inbound`: the caller waits for a completion only inbound data can bring (an empty
     /// receive EVD, or the request EVD of an endpoint that reads), so it is likely to poll
-    /// again soon; the link may then leave its
-    /// connections to such polls for a while (until `idle`).
+    /// again soon; the link may then leave its connections to such polls for a while (until
+    /// `idle`).
     fn poll(&self, for_inbound: bool) -> bool {
         let _ = for_inbound;
         false

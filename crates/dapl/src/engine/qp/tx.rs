@@ -25,10 +25,11 @@ impl Drop for Batch {
     }
 }
 
-/// Sends links took straight from their poster (`Qp::transmit_inline`; `dapl::testing`):
-/// counted only in builds with that feature (a locked add per ping-pong message otherwise).
+/// Posts (suppressed Sends, Read Requests) links took straight from their poster
+/// (`Qp::transmit_inline`; `dapl::testing`): counted only in builds with that feature (a locked
+/// add per ping-pong message otherwise).
 #[cfg(feature = "testing")]
-pub(crate) static INLINE_SENDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+pub(crate) static INLINE_POSTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// What became of a WR offered inline ([`Qp::transmit_inline`]).
 pub(crate) enum Inline {
@@ -155,7 +156,7 @@ impl Qp {
         };
         #[cfg(feature = "testing")]
         if taken {
-            INLINE_SENDS.fetch_add(1, Ordering::Relaxed);
+            INLINE_POSTS.fetch_add(1, Ordering::Relaxed);
         }
         match taken {
             true if read => Inline::Read,
