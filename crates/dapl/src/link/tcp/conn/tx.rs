@@ -729,10 +729,9 @@ impl TcpConn {
     /// `Connection::transmit_inline`: a small Send or a Read Request that begins its poster's
     /// run (a look for completions since that thread's last post here, as a ping-pong's every
     /// post follows) and finds nothing waiting is framed (a Send's payload copied) and written
-    /// at once. What
-    /// the socket does not take yet is the link's own backlog, written on `EPOLLOUT` or by
-    /// the next transmit, in order: the message no longer depends on registered memory, and
-    /// nothing of the engine's waits for it. A post that continues its run takes `transmit`,
+    /// at once. What the socket does not take yet is the link's own backlog, written on
+    /// `EPOLLOUT` or by the next transmit, in order: the message no longer depends on
+    /// registered memory, and nothing of the engine's waits for it. A post that continues its run takes `transmit`,
     /// where the burst rules decide whether it is held. False (nothing sent) when the message
     /// is not taken this way or the stream has failed (the ordinary path reports it).
     pub(super) fn send_inline(&self, msg: &OutMsg<'_>) -> bool {
