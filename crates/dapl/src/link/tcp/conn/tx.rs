@@ -706,6 +706,12 @@ impl TcpConn {
         };
         let held = cur.total <= HOLD_COPY_MAX && tx.can_hold();
         if held || (cur.total <= INLINE_MAX && tx.idle()) {
+            // One FPDU (the common small message): framed at once. Not a write with immediate
+            // data, whose second segment `frame_job` adds.
+            let one = !matches!(cur.kind, JobKind::WriteImmed { .. });
+            if one && frame_one(tx, cur.kind, segs, cur.total as usize) {
+                return Ok(held);
+            }
             tx.start_held();
             let (f, p) = (tx.frames.len(), tx.pieces.len());
             if frame_job(tx, &mut cur, segs, true, usize::MAX).is_ok() && cur.framed_last {
@@ -801,24 +807,54 @@ pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
         }
         _ => return false,
     };
-    let mut cur = Cursor {
-        kind: JobKind::Send {
-            msn: tx.msn_send,
-            solicited,
-            invalidate,
-        },
-        total,
-        off: 0,
-        framed_last: false,
+    let kind = JobKind::Send {
+        msn: tx.msn_send,
+        solicited,
+        invalidate,
     };
-    tx.start_held();
-    let (f, p) = (tx.frames.len(), tx.pieces.len());
-    if frame_job(tx, &mut cur, segs, true, usize::MAX).is_ok() && cur.framed_last {
-        tx.msn_send = tx.msn_send.wrapping_add(1);
-        return true;
+    if !frame_one(tx, kind, segs, total as usize) {
+        return false;
     }
-    tx.cut_to(f, p);
-    false
+    tx.msn_send = tx.msn_send.wrapping_add(1);
+    true
+}
+
+/// Frames a whole message of `len` bytes from `segs` as one FPDU behind the batch, its payload
+/// copied: what `frame_job` makes of a message that fits one FPDU, with one growth of the
+/// frame buffer and one piece (an inline post's 8 bytes took about 230 instructions there).
+/// False, and the batch as it was, if it does not fit one FPDU or a region was revoked.
+fn frame_one(tx: &mut Tx, kind: JobKind, segs: &[Seg], len: usize) -> bool {
+    let seg = kind.segment(0, true, &[]);
+    let mut hdr = [0u8; MAX_SEGMENT_HEADER_LEN];
+    let Ok(n) = seg.emit_header(&mut hdr) else {
+        return false;
+    };
+    let ulpdu_len = n + len;
+    if ulpdu_len > tx.mulpdu.max(n + 1) {
+        return false; // more than one FPDU: `frame_job`
+    }
+    tx.start_held();
+    let a = tx.frames.len();
+    let fpdu = fpdu_len(ulpdu_len);
+    tx.frames.resize(a + fpdu, 0);
+    let f = &mut tx.frames[a..];
+    f[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
+    f[2..2 + n].copy_from_slice(&hdr[..n]);
+    let mut at = 2 + n;
+    for s in segs {
+        if !s.region.copy_out(s.offset, &mut f[at..at + s.len]) {
+            tx.frames.truncate(a);
+            return false;
+        }
+        at += s.len;
+    }
+    if tx.enc.crc_enabled() {
+        let mut crc = crc::Crc32c::new();
+        crc.update(&f[..fpdu - crc::CRC_LEN]);
+        f[fpdu - crc::CRC_LEN..].copy_from_slice(&crc.wire_bytes());
+    }
+    tx.push_frame(a, a + fpdu);
+    true
 }
 
 /// The Read Request segment of read `msn` (a sink STag of 0 goes out as 1: STag 0 is refused).
