@@ -821,7 +821,7 @@ pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
 
 /// Frames a whole message of `len` bytes from `segs` as one FPDU behind the batch, its payload
 /// copied: what `frame_job` makes of a message that fits one FPDU, with one growth of the
-/// frame buffer and one piece (an inline post's 8 bytes took about 230 instructions there).
+/// frame buffer and one piece (an inline post's framing of 8 bytes: 576 -> 412 instructions).
 /// False, and the batch as it was, if it does not fit one FPDU or a region was revoked.
 fn frame_one(tx: &mut Tx, kind: JobKind, segs: &[Seg], len: usize) -> bool {
     let seg = kind.segment(0, true, &[]);
