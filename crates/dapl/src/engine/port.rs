@@ -102,7 +102,7 @@ pub(crate) enum TxOutcome {
 }
 
 /// What a connection may take inline ([`Connection::takes_inline`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Inlines {
     /// Suppressed Sends.
     pub(crate) sends: bool,

@@ -175,10 +175,10 @@ thread_local! {
     static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A spinning progress thread whose connections had nothing asks its outer epoll set (wakes,
-/// listeners, the ticker) once in this many spins plus one: each ask is a system call, and a
-/// Read Request arriving meanwhile waits for it.
-const OUTER_EVERY: u32 = 3;
+/// A spinning progress thread whose connections had nothing skips its outer epoll set (wakes,
+/// listeners, the ticker) this many idle spins in a row, then asks it once (every fourth idle
+/// spin): each ask is a system call, and a Read Request arriving meanwhile waits for it.
+const OUTER_SKIPS: u32 = 3;
 
 /// A thread's polls refresh `Shared::hot_until` every this many.
 const HOT_EVERY: u32 = 64;
@@ -750,10 +750,10 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
             spin_until = mono_ns() + SPIN.as_nanos() as u64;
             events.clear();
             idle_spin = false;
-        } else if conns_first && outer_skipped < OUTER_EVERY {
-            // Nothing for the connections: the outer set (wakes, listeners, the ticker) only
-            // every `OUTER_EVERY`-th time, so that an idle spin is one system call and the
-            // next message is seen sooner.
+        } else if conns_first && outer_skipped < OUTER_SKIPS {
+            // Nothing for the connections: the outer set (wakes, listeners, the ticker) is
+            // skipped `OUTER_SKIPS` times in a row, so that most idle spins are one system
+            // call and the next message is seen sooner.
             outer_skipped += 1;
             events.clear();
             idle_spin = true;

@@ -737,9 +737,10 @@ impl TcpConn {
     /// post follows) and finds nothing waiting is framed (a Send's payload copied) and written
     /// at once. What the socket does not take yet is the link's own backlog, written on
     /// `EPOLLOUT` or by the next transmit, in order: the message no longer depends on
-    /// registered memory, and nothing of the engine's waits for it. A post that continues its run takes `transmit`,
-    /// where the burst rules decide whether it is held. False (nothing sent) when the message
-    /// is not taken this way or the stream has failed (the ordinary path reports it).
+    /// registered memory, and nothing of the engine's waits for it. A post that continues its
+    /// run takes `transmit`, where the burst rules decide whether it is held. False (nothing
+    /// sent) when the message is not taken this way or the stream has failed (the ordinary
+    /// path reports it).
     pub(super) fn send_inline(&self, msg: &OutMsg<'_>) -> bool {
         let done = {
             let mut tx = lock(&self.tx);
@@ -774,8 +775,9 @@ impl TcpConn {
 
 /// `Connection::transmit_inline`: a Send of at most [`INLINE_MAX`] bytes or a Read Request,
 /// posted while nothing waits to be written, framed whole (a Send's payload copied) as the
-/// batch to write now, as `start_job` frames such a message. False, and nothing changed, for
-/// any other message or when a region of it was revoked (the ordinary path then reports that).
+/// batch to write now, as `start_job` frames such a message. False, with the batch and the
+/// MSNs as they were, for any other message or when a region of it was revoked (the ordinary
+/// path then reports that).
 pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
     if !tx.idle() || tx.held || tx.corked {
         return false;
