@@ -191,9 +191,10 @@ per_link!(
 );
 
 // Sends from many threads on one endpoint, each post after a look for completions (on an EVD
-// of its own, empty), two in three suppressed: on shm such a post may be written by the post
-// itself under the QP's lock (`Qp::transmit_inline`) or queue behind another thread's (the
-// reported ones take the queue and the transmit turn), whichever finds the endpoint busy.
+// of its own, empty), two in three suppressed: on tcp and shm such a post may be written by
+// the post itself under the QP's lock (`Qp::transmit_inline`) or queue behind another
+// thread's (the reported ones take the queue and the transmit turn), whichever finds the
+// endpoint busy.
 // Every message arrives exactly once with its bytes, each thread's in the order it posted
 // them, and exactly the reported Sends complete.
 per_link!(
