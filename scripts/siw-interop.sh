@@ -167,6 +167,16 @@ siwi_check_fwd() {
         echo "guest server printed $((after - before)) ping lines, expected $want" >>"$log"
     fi
     siwi_record "$check" "$rc" "$(tail -1 "$log"), $((SECONDS - t0)) s"
+    [ "$rc" = 0 ] || siwi_show_failure "$log" "$glog"
+}
+
+# siwi_show_failure PROBE_LOG GUEST_LOG: after a FAIL line, the probe's last lines (its
+# warnings name a Terminate sent or received and its cause) and the guest's, indented
+siwi_show_failure() {
+    echo "  probe log $1:"
+    tail -12 "$1" | sed 's/^/  | /'
+    echo "  guest log $2:"
+    grep -av '^server ping data: ' "$2" | tail -12 | sed 's/^/  | /'
 }
 
 # siwi_check_rev CHECK 'SIW PARAMS' [PROBE ARGS...]: the probe (or $SIWI_BIN) as rping server on
@@ -213,6 +223,7 @@ siwi_check_rev() {
     [ "$prc" = 0 ] && [ "$grc" = 0 ] && [ "$pings" = "$SIWI_COUNT" ] && prc=0 || prc=1
     siwi_record "$check" "$prc" \
         "$(grep -a 'PROBE' "$log" | tail -1), guest rc=$grc pings=$pings, $((SECONDS - t0)) s"
+    [ "$prc" = 0 ] || siwi_show_failure "$log" "$glog"
 }
 
 siwi_cleanup() {

@@ -424,6 +424,12 @@ fn run_server(o: &Opts, port: u16) -> Res<String> {
 }
 
 fn main() -> ExitCode {
+    // The link's warnings (a Terminate sent or received, and why) go to stderr: when a check
+    // against siw fails, its log says which side ended the stream and for what.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .init();
     let o = match parse_opts() {
         Ok(o) => o,
         Err(e) => {
