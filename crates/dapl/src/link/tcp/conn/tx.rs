@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use arrayvec::ArrayVec;
 use iwarp::ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
-use iwarp::fpdu::{fpdu_len, pad_len};
+use iwarp::fpdu::{fpdu_len, pad_len, MAX_ULPDU_LEN};
 use iwarp::rdmap::{ReadRequest, IMMEDIATE_DATA_LEN, MAX_SEGMENT_HEADER_LEN};
 use iwarp::terminate::{RdmapErrorCode, TerminateCause, TerminateMessage};
 use iwarp::{crc, Segment};
@@ -831,24 +831,37 @@ fn frame_one(tx: &mut Tx, kind: JobKind, segs: &[Seg], len: usize) -> bool {
     let Ok(n) = seg.emit_header(&mut hdr) else {
         return false;
     };
-    let ulpdu_len = n + len;
-    if ulpdu_len > tx.mulpdu.max(n + 1) {
+    if n + len > tx.mulpdu.max(n + 1) {
         return false; // more than one FPDU: `frame_job`
     }
+    frame_ulpdu(tx, &hdr[..n], len, |mut out| {
+        for s in segs {
+            let (to, rest) = out.split_at_mut(s.len);
+            if !s.region.copy_out(s.offset, to) {
+                return false;
+            }
+            out = rest;
+        }
+        true
+    })
+}
+
+/// Frames the ULPDU `hdr` then `len` bytes that `fill` writes (false: it could not, and the
+/// batch is as it was) as one FPDU at the end of the batch: one resize of the frame buffer and
+/// plain copies, the CRC (if on) over the whole frame at the end.
+fn frame_ulpdu(tx: &mut Tx, hdr: &[u8], len: usize, fill: impl FnOnce(&mut [u8]) -> bool) -> bool {
+    let ulpdu_len = hdr.len() + len;
     tx.start_held();
     let a = tx.frames.len();
     let fpdu = fpdu_len(ulpdu_len);
     tx.frames.resize(a + fpdu, 0);
     let f = &mut tx.frames[a..];
     f[..2].copy_from_slice(&(ulpdu_len as u16).to_be_bytes());
-    f[2..2 + n].copy_from_slice(&hdr[..n]);
-    let mut at = 2 + n;
-    for s in segs {
-        if !s.region.copy_out(s.offset, &mut f[at..at + s.len]) {
-            tx.frames.truncate(a);
-            return false;
-        }
-        at += s.len;
+    let (h, rest) = f[2..].split_at_mut(hdr.len());
+    h.copy_from_slice(hdr);
+    if !fill(&mut rest[..len]) {
+        tx.frames.truncate(a);
+        return false;
     }
     if tx.enc.crc_enabled() {
         let mut crc = crc::Crc32c::new();
@@ -1059,15 +1072,18 @@ impl Tx {
     /// Frames `seg` as one FPDU into the batch (behind what it holds). False, and the batch as
     /// it was, if it cannot be framed.
     fn frame_segment(&mut self, seg: &Segment<'_>) -> bool {
-        self.start_held();
-        let a = self.frames.len();
-        if self.enc.encode_segment(seg, &mut self.frames).is_ok() {
-            let b = self.frames.len();
-            self.push_frame(a, b);
-            return true;
+        let mut hdr = [0u8; MAX_SEGMENT_HEADER_LEN];
+        let Ok(n) = seg.emit_header(&mut hdr) else {
+            return false;
+        };
+        let payload = seg.payload();
+        if n + payload.len() > MAX_ULPDU_LEN {
+            return false;
         }
-        self.cut_to(a, self.pieces.len());
-        false
+        frame_ulpdu(self, &hdr[..n], payload.len(), |out| {
+            out.copy_from_slice(payload);
+            true
+        })
     }
 
     /// Frames `seg` as one FPDU and queues it after the current batch. False if it cannot be
