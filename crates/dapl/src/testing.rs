@@ -91,6 +91,13 @@ pub fn inline_posts() -> u64 {
     crate::engine::qp::INLINE_POSTS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Read Responses this process's connections wrote straight from the handler of their
+/// request (`Qp::respond_inline`: a Read Request that arrived alone, with no response queued
+/// before it and nothing of its QP's being transmitted; on tcp), since it started.
+pub fn inline_responses() -> u64 {
+    crate::engine::qp::INLINE_RESPONSES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The descriptors of shm peers' regions this process has received since the last call
 /// (copies of them), each with whether the peer sent it as writable.
 pub fn shm_received_region_fds() -> Vec<(std::os::fd::OwnedFd, bool)> {

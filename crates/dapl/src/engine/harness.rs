@@ -282,6 +282,7 @@ impl Connection for Wire {
         Inlines {
             sends: true,
             reads: true,
+            responses: true,
         }
     }
 

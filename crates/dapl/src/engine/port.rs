@@ -108,6 +108,8 @@ pub(crate) struct Inlines {
     pub(crate) sends: bool,
     /// Read Requests.
     pub(crate) reads: bool,
+    /// Read Responses (to a Read Request that arrived alone: `Qp::rx_read_request`).
+    pub(crate) responses: bool,
 }
 
 impl Inlines {
@@ -115,6 +117,7 @@ impl Inlines {
     pub(crate) const NONE: Inlines = Inlines {
         sends: false,
         reads: false,
+        responses: false,
     };
 }
 

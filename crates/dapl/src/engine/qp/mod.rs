@@ -38,7 +38,7 @@ pub(crate) use rx::{
 };
 use tx::Inline;
 #[cfg(feature = "testing")]
-pub(crate) use tx::INLINE_POSTS;
+pub(crate) use tx::{INLINE_POSTS, INLINE_RESPONSES};
 
 /// The segments of a work request: most have one or two, kept inline (a request is moved a few
 /// times between post and completion; a full `MAX_IOV` array would be copied each time).

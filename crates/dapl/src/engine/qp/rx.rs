@@ -2,7 +2,7 @@
 //! read request is checked against the memory table before a byte moves.
 
 use super::{Qp, QpCore, ReadWork, RecvOp, RecvWr, SendWr};
-use crate::engine::port::Payload;
+use crate::engine::port::{OutMsg, Payload};
 use crate::mem::{seg_span, InvalidateFault, RemoteFault, Seg};
 use crate::types::{DtoStatus, EpState, MemPriv};
 
@@ -206,8 +206,9 @@ impl Qp {
         src_stag: u32,
         src_to: u64,
     ) -> std::result::Result<(), RxReadFault> {
-        self.rx_read_request_queued(sink_stag, sink_to, len, src_stag, src_to)?;
-        self.pump();
+        if !self.take_read_request(sink_stag, sink_to, len, src_stag, src_to, true)? {
+            self.pump();
+        }
         Ok(())
     }
 
@@ -222,25 +223,75 @@ impl Qp {
         src_stag: u32,
         src_to: u64,
     ) -> std::result::Result<(), RxReadFault> {
+        self.take_read_request(sink_stag, sink_to, len, src_stag, src_to, false)
+            .map(|_| ())
+    }
+
+    /// Checks a Read Request against the memory table and IRD, then answers it at once (true)
+    /// if `alone` (nothing received with it waits to be handled) and [`Qp::respond_inline`]
+    /// can, else queues its response (false: the caller pumps).
+    fn take_read_request(
+        &self,
+        sink_stag: u32,
+        sink_to: u64,
+        len: u64,
+        src_stag: u32,
+        src_to: u64,
+        alone: bool,
+    ) -> std::result::Result<bool, RxReadFault> {
         let seg = self
             .memtable
             .resolve_remote(src_stag, src_to, len, self.pz_id, MemPriv::REMOTE_READ)
             .map_err(RxReadFault::Access)?;
-        {
-            let mut c = self.lock();
-            if !Self::rx_connected(&c) {
-                return Err(RxReadFault::NotConnected);
-            }
-            if c.irq.len() >= c.ird {
-                return Err(RxReadFault::IrdExceeded);
-            }
-            c.irq.push_back(ReadWork {
-                sink_stag,
-                sink_to,
-                seg,
-            });
+        let mut c = self.lock();
+        if !Self::rx_connected(&c) {
+            return Err(RxReadFault::NotConnected);
         }
-        Ok(())
+        if c.irq.len() >= c.ird {
+            return Err(RxReadFault::IrdExceeded);
+        }
+        if alone && self.respond_inline(&c, sink_stag, sink_to, &seg) {
+            return Ok(true);
+        }
+        c.irq.push_back(ReadWork {
+            sink_stag,
+            sink_to,
+            seg,
+        });
+        Ok(false)
+    }
+
+    /// Offers the response to a Read Request straight to the link, under the QP's lock (`c`),
+    /// when nothing of this QP's waits to be transmitted or is being transmitted (no response
+    /// queued before it, an empty send queue, the transmit turn idle): what
+    /// [`Qp::transmit_inline`] does for a post, for the responder of a lone small read, whose
+    /// answer then takes no queue, no turn and no pump. Responses stay in request order: one
+    /// is answered here only when none is queued. True if the link wrote it (or kept it as
+    /// its own backlog); false: queue it.
+    fn respond_inline(&self, c: &QpCore, sink_stag: u32, sink_to: u64, seg: &Seg) -> bool {
+        if !c.conn_inlines.responses
+            || !c.irq.is_empty()
+            || !c.sq.is_empty()
+            || !c.lent.is_empty()
+            || c.tx_stalled
+            || c.in_transmit
+            || !self.tx_turns.idle()
+        {
+            return false;
+        }
+        let Some(conn) = c.conn.as_ref() else {
+            return false;
+        };
+        let taken = conn.transmit_inline(&OutMsg::ReadResponse {
+            sink_stag,
+            sink_to,
+            payload: Payload::Segs(std::slice::from_ref(seg)),
+        });
+        #[cfg(feature = "testing")]
+        if taken {
+            super::INLINE_RESPONSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Inbound RDMA Read Response: matched to the oldest outstanding read and placed into its

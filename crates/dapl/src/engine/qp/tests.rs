@@ -647,6 +647,57 @@ fn a_read_goes_inline_while_the_orq_has_room_and_completes_from_its_response_in_
 }
 
 #[test]
+fn a_lone_read_request_is_answered_inline_only_with_no_response_queued_before_it() {
+    let p = pair();
+    p.b.wire.take_inline();
+    assert!(p.b.region.copy_in(0, b"one.....two.....three..."));
+    // B's link keeps the first response it is given (`Queued`: its transmit stalls), so it
+    // declines the offer of it inline (a scripted wire takes nothing inline) and the second
+    // request, arriving alone while that response is B's, queues behind it.
+    p.b.wire.script(&[TxOutcome::Queued]);
+    post_read(&p, 1, 0, 8, CompletionFlags::empty());
+    post_read(&p, 2, 8, 8, CompletionFlags::empty());
+    p.settle();
+    assert_eq!(
+        p.b.wire.inline_log(),
+        [false],
+        "only the first response, queued"
+    );
+    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
+    p.b.qp.tx_drained(99);
+    p.settle();
+    assert_eq!(
+        p.b.wire.inline_log(),
+        [false, false],
+        "the second after it, queued"
+    );
+    assert_eq!(p.a.up.take_done(), [(Request, 2, Success)]);
+    // Idle again: the next lone request is answered inline, by the request's handler.
+    post_read(&p, 3, 16, 8, CompletionFlags::empty());
+    p.settle();
+    assert_eq!(p.b.wire.inline_log(), [false, false, true]);
+    assert_eq!(p.a.up.take_done(), [(Request, 3, Success)]);
+    assert_eq!(p.a.read(0, 24), b"one.....two.....three...");
+    let responses: Vec<_> =
+        p.b.wire
+            .log()
+            .into_iter()
+            .filter_map(|m| match m {
+                Msg::ReadResponse { bytes, .. } => Some(bytes),
+                _ => None,
+            })
+            .collect();
+    assert_eq!(
+        responses,
+        [
+            b"one.....".to_vec(),
+            b"two.....".to_vec(),
+            b"three...".to_vec()
+        ]
+    );
+}
+
+#[test]
 fn a_fenced_request_behind_an_inline_read_waits_for_its_completion() {
     let p = pair();
     p.a.wire.take_inline();

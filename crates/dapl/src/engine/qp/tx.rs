@@ -31,6 +31,12 @@ impl Drop for Batch {
 #[cfg(feature = "testing")]
 pub(crate) static INLINE_POSTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Read Responses links took straight from the handler of their request
+/// (`Qp::respond_inline`; `dapl::testing`), counted as [`INLINE_POSTS`] are.
+#[cfg(feature = "testing")]
+pub(crate) static INLINE_RESPONSES: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
 /// What became of a WR offered inline ([`Qp::transmit_inline`]).
 pub(crate) enum Inline {
     /// Not taken: queue it.

@@ -2794,10 +2794,12 @@ impl Connection for ShmConn {
     /// doorbells and the progress threads, and the 8-byte message rate fell from about 1.7
     /// to 1.1 Mmsg/s (`datperf --link shm -t send -k rate`, 2026-11-27).
     fn takes_inline(&self) -> Inlines {
-        // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`).
+        // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`). Nor
+        // their responses, which this link's handler of a request copies out itself.
         Inlines {
             sends: true,
             reads: false,
+            responses: false,
         }
     }
 

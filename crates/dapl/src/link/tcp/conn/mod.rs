@@ -555,6 +555,7 @@ impl Connection for TcpConn {
         Inlines {
             sends: true,
             reads: true,
+            responses: true,
         }
     }
 

@@ -552,15 +552,28 @@ impl TcpConn {
                     self.send_ctl_segment(&resp);
                     return Step::Go;
                 }
-                // Answered once what was received at once is handled (`process`).
-                self.reads_queued.store(true, Ordering::SeqCst);
-                match ep.rx_read_request_queued(
-                    request.sink_stag,
-                    request.sink_to,
-                    request.size as u64,
-                    request.source_stag,
-                    request.source_to,
-                ) {
+                // Alone (nothing received after it waits in the buffer): answered now, written
+                // at once if nothing of the QP's is queued before it. Else answered once what
+                // was received at once is handled (`process`), in one batch.
+                let r = if rx.start == rx.end {
+                    ep.rx_read_request(
+                        request.sink_stag,
+                        request.sink_to,
+                        request.size as u64,
+                        request.source_stag,
+                        request.source_to,
+                    )
+                } else {
+                    self.reads_queued.store(true, Ordering::SeqCst);
+                    ep.rx_read_request_queued(
+                        request.sink_stag,
+                        request.sink_to,
+                        request.size as u64,
+                        request.source_stag,
+                        request.source_to,
+                    )
+                };
+                match r {
                     Ok(()) => Step::Go,
                     Err(RxReadFault::Access(f)) => self.fail_in(rx, rdmap_cause(f), ulpdu),
                     Err(RxReadFault::IrdExceeded) => self.fail_in(

@@ -742,23 +742,27 @@ impl TcpConn {
     /// sent) when the message is not taken this way or the stream has failed (the ordinary
     /// path reports it).
     pub(super) fn send_inline(&self, msg: &OutMsg<'_>) -> bool {
+        // A Read Response is no post: its handler's thread is no poster, so the burst rules,
+        // which follow posters, neither decide nor record it.
+        let posted = !matches!(msg, OutMsg::ReadResponse { .. });
         let done = {
             let mut tx = lock(&self.tx);
             let mark = crate::link::looks::looks();
             if tx.failed
                 || tx.shut
-                || (self.coalesce && tx.burst.continues(mark))
+                || (posted && self.coalesce && tx.burst.continues(mark))
                 || !frame_inline(&mut tx, msg)
             {
                 return false;
             }
-            if self.coalesce {
+            let timed = posted && self.coalesce;
+            if timed {
                 // The run's first post: recorded as `transmit` records it, never held.
                 let corks = tx.note_post(crate::link::mono_ns, mark, true);
                 debug_assert!(!corks, "a run's first post is never held");
             }
             let done = self.flush_locked(&mut tx);
-            if self.coalesce {
+            if timed {
                 tx.burst.ended(crate::link::mono_ns);
             }
             if tx.failed {
@@ -806,6 +810,17 @@ pub(super) fn frame_inline(tx: &mut Tx, msg: &OutMsg<'_>) -> bool {
             }
             tx.msn_read = tx.msn_read.wrapping_add(1);
             return true;
+        }
+        OutMsg::ReadResponse {
+            sink_stag,
+            sink_to,
+            payload: payload @ Payload::Segs(segs),
+        } if segs.len() <= MAX_IOV && payload.len() <= INLINE_MAX => {
+            let kind = JobKind::ReadResp {
+                stag: sink_stag,
+                to: sink_to,
+            };
+            return frame_one(tx, kind, segs, payload.len() as usize);
         }
         _ => return false,
     };
