@@ -19,6 +19,8 @@
 # Checks, a dapl-rs program over the tcp link (crates/dapl/examples/rping.rs):
 #   dapl-fwd-crc-off, dapl-fwd-crc-on   dapl-rs rping client against the guest's `rping -s`
 #   dapl-fwd-64k-crc          the same with rping's largest buffer (-S 65535), CRC on
+#   dapl-fwd-small-crc        the same with 64-byte buffers, CRC on: siw's reads of them are
+#                             answered inline (one-piece responses written by the handler)
 #   dapl-rev-crc-off, dapl-rev-crc-on   the guest's `rping -c -V` against the dapl-rs server
 #
 # Needs: root on Debian (shared/siw-vm/build.sh apt-installs qemu and friends), cargo.
@@ -255,6 +257,7 @@ siwi_main() {
                     SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-crc-off
                     SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-crc-on --crc
                     SIWI_SIZE=65535 SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-64k-crc --crc
+                    SIWI_SIZE=64 SIWI_BIN=$SIWI_DAPL siwi_check_fwd dapl-fwd-small-crc --crc
                 else
                     siwi_record fwd 1 "guest rping server did not start"
                 fi

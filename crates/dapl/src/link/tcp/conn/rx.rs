@@ -388,6 +388,22 @@ impl TcpConn {
                         }
                     }
                     Err(err) => {
+                        // What arrived, for the log: a CRC mismatch from a peer is otherwise
+                        // impossible to tell from a framing error of ours.
+                        let head = &rx.buf[s..e.min(s + 32)];
+                        tracing::warn!(
+                            conn = self.id,
+                            error = %err,
+                            fpdu_len = head.len().ge(&2).then(|| {
+                                iwarp::fpdu::fpdu_len(usize::from(u16::from_be_bytes([
+                                    head[0], head[1],
+                                ])))
+                            }),
+                            buffered = e - s,
+                            at = s,
+                            head = ?head,
+                            "FPDU refused"
+                        );
                         let cause = err
                             .terminate_cause()
                             .unwrap_or(TerminateCause::Llp(LlpErrorCode::CrcError));
