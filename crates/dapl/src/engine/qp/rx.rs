@@ -196,8 +196,9 @@ impl Qp {
         RxWriteImmed::Placed
     }
 
-    /// Inbound RDMA Read Request: checked (IRD, STag, PZ, REMOTE_READ, bounds), then queued for
-    /// the transmit side, which sends the response in request order.
+    /// Inbound RDMA Read Request that arrived alone: checked (IRD, STag, PZ, REMOTE_READ,
+    /// bounds), then answered at once by the link if it can ([`Qp::respond_inline`]), else
+    /// queued for the transmit side, which sends the responses in request order.
     pub(crate) fn rx_read_request(
         &self,
         sink_stag: u32,
