@@ -882,3 +882,91 @@ fn a_peer_that_half_closes_without_a_terminate_ends_it_disconnected_and_flushes_
         ConnectionEventKind::Disconnected,
     );
 }
+
+#[test]
+fn a_crc_stream_of_small_fpdus_arriving_in_any_segmentation_is_placed_exactly() {
+    // siw's way with a 64 KiB RDMA Write when CRC is on: FPDUs of at most 1,450 ULPDU bytes
+    // (a tagged segment each, TO advancing, the last one flagged), then the go-ahead Send.
+    // Here the stream reaches the endpoint in chunks of every size from 1 byte to 9 KiB, with
+    // pauses, so that frames end and begin at every place in the receive buffer as it grows
+    // and is compacted: every CRC checks, the memory holds exactly each round's bytes and each
+    // round's Send completes its receive.
+    let (t, mut s, enc, _dec) = setup(true, qual());
+    let inbox = &t.lmrs[2];
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    const ULPDU_MAX: usize = 1450;
+    let chunk = ULPDU_MAX - 18; // a tagged header is 14 bytes, and the 2-byte MPA length
+    for round in 0..24u32 {
+        let payload: Vec<u8> = (0..(64 << 10) - 1u32)
+            .map(|i| (i.wrapping_mul(31) ^ round.wrapping_mul(97)) as u8)
+            .collect();
+        let mut bytes = Vec::new();
+        let mut at = 0;
+        while at < payload.len() {
+            let end = (at + chunk).min(payload.len());
+            enc.encode_segment(
+                &Segment::Write {
+                    last: end == payload.len(),
+                    stag: t.big.0,
+                    to: t.big.1 + at as u64,
+                    payload: &payload[at..end],
+                },
+                &mut bytes,
+            )
+            .unwrap();
+            at = end;
+        }
+        enc.encode_segment(
+            &Segment::Send {
+                last: true,
+                msn: round + 1,
+                mo: 0,
+                solicited: false,
+                invalidate_stag: None,
+                payload: &round.to_be_bytes(),
+            },
+            &mut bytes,
+        )
+        .unwrap();
+        let mut off = 0;
+        while off < bytes.len() {
+            let n = match round % 3 {
+                0 => 1 + next(64) as usize,
+                1 => 1 + next(2048) as usize,
+                _ => 1 + next(9 << 10) as usize,
+            }
+            .min(bytes.len() - off);
+            s.write_all(&bytes[off..off + n]).unwrap();
+            off += n;
+            if next(16) == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let (ev, _) = t
+            .recv
+            .wait(T, 1)
+            .unwrap()
+            .expect("the round's Send in time");
+        let d = ev.as_dto().unwrap();
+        assert_eq!(
+            (d.status, d.transferred_length),
+            (DtoStatus::Success, 4),
+            "round {round}"
+        );
+        assert_eq!(inbox.to_vec(0, 4).unwrap(), round.to_be_bytes());
+        assert!(
+            t.lmrs[3].to_vec(0, payload.len()).unwrap() == payload,
+            "round {round}: the write's bytes"
+        );
+        t.ep.post_recv(&[inbox.triplet(0, 256)], 1, CompletionFlags::empty())
+            .unwrap();
+    }
+    assert_eq!(t.ep.state(), EpState::Connected);
+    t.ia.close(CloseFlags::Abrupt).unwrap();
+}
