@@ -978,9 +978,9 @@ pub enum IoPiece<'a> {
 pub const MAX_GATHER: usize = 64;
 
 /// Writes `pieces` in order to the stream socket `fd` with one non-blocking `sendmsg` (`send`
-/// for one piece of plain bytes) that cannot raise SIGPIPE. Writes at most [`MAX_GATHER`] pieces; returns the byte count written.
-/// Nothing is written if a piece is out of bounds (`InvalidInput`) or its region revoked
-/// ([`is_revoked_error`]).
+/// for one piece of plain bytes) that cannot raise SIGPIPE. Writes at most [`MAX_GATHER`]
+/// pieces; returns the byte count written. Nothing is written if a piece is out of bounds
+/// (`InvalidInput`) or its region revoked ([`is_revoked_error`]).
 pub fn send_gather(fd: BorrowedFd<'_>, pieces: &[IoPiece<'_>]) -> io::Result<usize> {
     // One piece of the caller's bytes (a small message framed whole, as tcp's inline posts
     // are): `send`, raw TCP's own call, through rustix: the kernel skips the message header's
