@@ -299,12 +299,14 @@ fn run_client(o: &Opts, target: SocketAddr) -> Res<String> {
             .map_err(dat("lmr_write"))?;
         s.send(&info_bytes(&start_buf.rmr_triplet(0, o.size as u64)))?;
         // The server RDMA-reads start_buf, then sends the go-ahead.
-        s.recv()?
-            .ok_or("the server disconnected before its go-ahead (after the read)")?;
+        s.recv()?.ok_or_else(|| {
+            format!("ping {ping}: the server disconnected before its go-ahead (after the read)")
+        })?;
         s.send(&info_bytes(&rdma_buf.rmr_triplet(0, o.size as u64)))?;
         // The server RDMA-writes rdma_buf, then sends the go-ahead.
-        s.recv()?
-            .ok_or("the server disconnected before its go-ahead (after the write)")?;
+        s.recv()?.ok_or_else(|| {
+            format!("ping {ping}: the server disconnected before its go-ahead (after the write)")
+        })?;
         rdma_buf.read(0, &mut back).map_err(dat("lmr_read"))?;
         if back != buf {
             let at = back.iter().zip(&buf).position(|(a, b)| a != b).unwrap_or(0);
