@@ -29,7 +29,7 @@ use super::cut_through::{CutSrc, CutStep};
 use super::tx::parse_write_immed_data;
 use super::{take_flag, Phase, Rx, TcpConn, RX_BUF};
 use crate::engine::port::Payload;
-use crate::engine::qp::{place_at, PlaceFault, RxReadFault, RxResponse, RxTake, RxWriteFault};
+use crate::engine::qp::{place_at, PlaceFault, Qp, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::link::tcp::{lock, LINGER, RNR_GRACE};
 use crate::mem::{InvalidateFault, RemoteFault};
 use crate::types::{ConnectionEventKind, DtoStatus};
@@ -394,7 +394,7 @@ impl TcpConn {
                         tracing::warn!(
                             conn = self.id,
                             error = %err,
-                            fpdu_len = head.len().ge(&2).then(|| {
+                            fpdu_len = (head.len() >= 2).then(|| {
                                 iwarp::fpdu::fpdu_len(usize::from(u16::from_be_bytes([
                                     head[0], head[1],
                                 ])))
@@ -571,25 +571,20 @@ impl TcpConn {
                 // Alone (nothing received after it waits in the buffer): answered now, written
                 // at once if nothing of the QP's is queued before it. Else answered once what
                 // was received at once is handled (`process`), in one batch.
-                let r = if rx.start == rx.end {
-                    ep.rx_read_request(
-                        request.sink_stag,
-                        request.sink_to,
-                        request.size as u64,
-                        request.source_stag,
-                        request.source_to,
-                    )
+                let take = if rx.start == rx.end {
+                    Qp::rx_read_request
                 } else {
                     self.reads_queued.store(true, Ordering::SeqCst);
-                    ep.rx_read_request_queued(
-                        request.sink_stag,
-                        request.sink_to,
-                        request.size as u64,
-                        request.source_stag,
-                        request.source_to,
-                    )
+                    Qp::rx_read_request_queued
                 };
-                match r {
+                match take(
+                    &ep,
+                    request.sink_stag,
+                    request.sink_to,
+                    request.size as u64,
+                    request.source_stag,
+                    request.source_to,
+                ) {
                     Ok(()) => Step::Go,
                     Err(RxReadFault::Access(f)) => self.fail_in(rx, rdmap_cause(f), ulpdu),
                     Err(RxReadFault::IrdExceeded) => self.fail_in(
