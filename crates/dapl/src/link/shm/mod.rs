@@ -169,8 +169,9 @@ fn seqpacket() -> std::io::Result<OwnedFd> {
 fn new_ring() -> std::io::Result<(OwnedFd, Arc<RegionMemory>)> {
     let len = ring::mapping_len(RING_CAP);
     let fd = crate::mem::region::sealed_memfd("dapl-rs-shm-ring", len)?;
-    // The link's own: nothing revokes a ring (no access count per record).
-    let mem = RegionMemory::map_shared(fd.as_fd(), len)?.never_revoked();
+    // The link's own: nothing revokes a ring (no access count per record). Populated: no
+    // page fault on the first lap.
+    let mem = RegionMemory::map_shared_populated(fd.as_fd(), len)?.never_revoked();
     Ok((fd, Arc::new(mem)))
 }
 
@@ -184,7 +185,7 @@ fn map_peer_ring(fd: &OwnedFd) -> std::io::Result<Arc<RegionMemory>> {
         return Err(std::io::ErrorKind::InvalidData.into());
     }
     Ok(Arc::new(
-        RegionMemory::map_shared(fd.as_fd(), len)?.never_revoked(),
+        RegionMemory::map_shared_populated(fd.as_fd(), len)?.never_revoked(),
     ))
 }
 
