@@ -145,6 +145,8 @@ pub struct Options {
     pub quick: bool,
     /// Draw bandwidth and latency against size into this SVG file (`--plot`).
     pub plot: Option<PathBuf>,
+    /// Each side's timed loop on a CPU of its own (`--no-pin`: false; src/pin.rs).
+    pub pin: bool,
 }
 
 impl Default for Options {
@@ -165,6 +167,7 @@ impl Default for Options {
             json: false,
             quick: false,
             plot: None,
+            pin: true,
         }
     }
 }
@@ -414,6 +417,11 @@ struct RunArgs {
     /// this SVG file (best with -a)
     #[arg(long, value_name = "FILE.svg", overrides_with = "plot")]
     plot: Option<PathBuf>,
+    /// Leave each side's CPU to the scheduler (by default, with two CPUs or more, the client's
+    /// timed loop runs on the first CPU the process may use and the server's on the second,
+    /// baselines alike)
+    #[arg(long, overrides_with = "no_pin")]
+    no_pin: bool,
 }
 
 /// Parses a size: decimal digits with an optional suffix B, K/KiB, M/MiB, G/GiB (powers of
@@ -561,6 +569,7 @@ where
         json: r.json,
         quick: r.quick,
         plot: r.plot,
+        pin: !r.no_pin,
     }))
 }
 

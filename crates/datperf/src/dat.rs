@@ -26,6 +26,7 @@ use dapl::{
 
 use crate::args::{MemKind, Op, MAX_SIZE};
 use crate::cpu::{self, Cpu};
+use crate::pin;
 use crate::suite::{Kind, Measurement};
 use anyhow::{bail, Context, Result};
 
@@ -580,7 +581,10 @@ impl Client {
             ..Spec::of(m, self.poll)
         };
         let conn = self.connect(&spec)?;
-        let r = cpu::metered(spec.total, spec.size, || run_client(&conn, m)).and_then(|s| {
+        let pinned = pin::pin(pin::Side::Client);
+        let r = cpu::metered(spec.total, spec.size, || run_client(&conn, m));
+        drop(pinned);
+        let r = r.and_then(|s| {
             // Graceful: everything queued goes first; the server ends when it sees it.
             conn.ep.disconnect(CloseFlags::Graceful)?;
             conn.wait_end()?;
@@ -984,6 +988,7 @@ fn serve_conn(c: &Conn, cr: &ConnectionRequest) -> Result<()> {
         Some(ConnectionEventKind::Established) => {}
         k => bail!("the connection did not come up: {k:?}"),
     }
+    let _pinned = pin::pin(pin::Side::Server);
     match (spec.op, spec.kind) {
         (Op::Send, Kind::Lat) => {
             let src = [c.src()];

@@ -7,6 +7,7 @@ mod args;
 mod cpu;
 mod dat;
 mod info;
+mod pin;
 mod plot;
 mod raw;
 mod report;
@@ -110,6 +111,7 @@ fn baseline_port(qual: u64) -> Result<u16> {
 }
 
 fn run(o: &Options) -> Result<String> {
+    pin::init(o.pin);
     if !matches!(o.mode, Mode::Server(_)) && suite::build(o).is_empty() {
         bail!("the options select no measurement (message rate is measured for send only)");
     }

@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use crate::args::{Op, MAX_SIZE};
 use crate::cpu;
 use crate::dat::{busy_poll, Measured, Sample};
+use crate::pin;
 use crate::suite::{Kind, Measurement};
 use anyhow::{bail, Context, Error, Result};
 
@@ -353,6 +354,7 @@ fn serve_one(s: TcpStream) -> io::Result<bool> {
         return Ok(true);
     }
     s.set_poll(h.poll)?;
+    let pinned = pin::pin(pin::Side::Server);
     match (h.kind, h.op) {
         (0, _) => {
             let (req, resp) = h.round();
@@ -375,6 +377,7 @@ fn serve_one(s: TcpStream) -> io::Result<bool> {
             s.write_all(&[0u8; 8])?;
         }
     }
+    drop(pinned);
     // Wait for the client to close, so its connection ends before the next one starts (blocking:
     // this is not timed).
     s.set_poll(false)?;
@@ -408,6 +411,7 @@ pub fn measure(addr: SocketAddr, m: &Measurement, poll: bool, writes: Writes) ->
         _ => (stream_buf(&h), Vec::new()),
     };
     let r = s.write_all(&h.encode()).and_then(|()| {
+        let _pinned = pin::pin(pin::Side::Client);
         cpu::metered(h.total, h.size, || {
             run_client(&mut s, &h, m, &out, &mut inb)
         })

@@ -21,6 +21,7 @@ use std::time::Instant;
 use crate::args::{MemKind, Op};
 use crate::cpu::{self, Cpu};
 use crate::dat::{Measured, Sample, WINDOW};
+use crate::pin::{self, Side};
 use crate::suite::{Kind, Measurement};
 
 /// One cache line of its own.
@@ -62,6 +63,7 @@ fn memcpy(m: &Measurement) -> Sample {
     let size = m.size as usize;
     let src = vec![0x5au8; size];
     let mut dst = vec![0u8; size];
+    let _pinned = pin::pin(Side::Client);
     let t = Instant::now();
     for _ in 0..m.iters {
         dst.copy_from_slice(black_box(&src));
@@ -107,6 +109,7 @@ fn ping_pong_once(m: &Measurement) -> Vec<f64> {
     let peer = {
         let flag = flag.clone();
         std::thread::spawn(move || {
+            let _pinned = pin::pin(Side::Server);
             for k in 0..n {
                 spin_until(|| flag.0.load(Ordering::Acquire) == 2 * k + 1);
                 flag.0.store(2 * k + 2, Ordering::Release);
@@ -115,6 +118,7 @@ fn ping_pong_once(m: &Measurement) -> Vec<f64> {
     };
     let half = m.op != Op::Read;
     let mut v = Vec::with_capacity(m.iters as usize);
+    let _pinned = pin::pin(Side::Client);
     for k in 0..n {
         let t = Instant::now();
         flag.0.store(2 * k + 1, Ordering::Release);
@@ -138,6 +142,7 @@ fn copy(m: &Measurement) -> Sample {
         base: src.as_ptr() as usize,
         len: size,
     }];
+    let _pinned = pin::pin(Side::Client);
     let t = Instant::now();
     for _ in 0..m.iters {
         let mut done = 0;
@@ -168,6 +173,7 @@ fn ring(m: &Measurement) -> Sample {
     let consumer = {
         let (slots, head, tail) = (slots.clone(), head.clone(), tail.clone());
         std::thread::spawn(move || {
+            let _pinned = pin::pin(Side::Server);
             let mut sum = 0u64;
             for k in 0..n {
                 spin_until(|| tail.0.load(Ordering::Acquire) != k);
@@ -177,6 +183,7 @@ fn ring(m: &Measurement) -> Sample {
             black_box(sum);
         })
     };
+    let _pinned = pin::pin(Side::Client);
     for k in 0..n {
         spin_until(|| k - head.0.load(Ordering::Acquire) < SLOTS);
         slots[(k % SLOTS) as usize].store(k, Ordering::Relaxed);
