@@ -61,6 +61,38 @@ IPERF_SECS=3         # iperf3 -t: seconds per size and direction
 
 DATPERF=${DATPERF:-"$ROOT/target/release/datperf"}
 
+# CPU placement, as datperf places its own two sides (crates/datperf/README.md, "CPU
+# placement"): every tool's client on the first CPU this script may use, its server on the
+# second (ucx_perftest -c, iperf3 -A, taskset for fi_pingpong). COMPARE_PIN=0: the scheduler's.
+CLIENT_CPU= SERVER_CPU=
+if [ "${COMPARE_PIN:-1}" != 0 ]; then
+    read -r CLIENT_CPU SERVER_CPU < <(python3 -c 'import os
+c = sorted(os.sched_getaffinity(0))
+print(*c[:2]) if len(c) > 1 else print()')
+fi
+# pin_args SIDE TOOL: sets PIN to the arguments or prefix that pin TOOL's SIDE (client or
+# server), or to nothing.
+placement_note() {
+    if [ -n "$SERVER_CPU" ]; then
+        echo "- CPU placement: every tool's client on CPU $CLIENT_CPU, its server on CPU $SERVER_CPU (datperf:"
+        echo "  its timed loops; ucx_perftest -c; iperf3 -A; fi_pingpong under taskset)."
+    else
+        echo "- CPU placement: the scheduler's (COMPARE_PIN=0 or one CPU)."
+    fi
+}
+PIN=()
+pin_args() {
+    local cpu
+    PIN=()
+    [ -n "$SERVER_CPU" ] || return 0
+    if [ "$1" = client ]; then cpu=$CLIENT_CPU; else cpu=$SERVER_CPU; fi
+    case "$2" in
+        ucx) PIN=(-c "$cpu") ;;
+        iperf3) [ "$1" = client ] && PIN=(-A "$CLIENT_CPU,$SERVER_CPU") ;;
+        *) PIN=(taskset -c "$cpu") ;;
+    esac
+}
+
 log() { echo "compare.sh: $*" >&2; }
 
 # ---------------------------------------------------------------- cleanup of servers
@@ -212,13 +244,15 @@ ucx_run() {
     local slog="$LOGDIR/ucx-$link-$name.server.log" clog="$LOGDIR/ucx-$link-$name.client.log"
     ucx_env "$link"
     : >"$clog"
-    env "${UCX_ENV[@]}" timeout 120 ucx_perftest -p "$UCX_PORT" >"$slog" 2>&1 &
+    pin_args server ucx
+    env "${UCX_ENV[@]}" timeout 120 ucx_perftest -p "$UCX_PORT" "${PIN[@]}" >"$slog" 2>&1 &
     spid=$!
     SERVER_PIDS+=("$spid")
     if ! wait_listen "$UCX_PORT"; then
         echo "server did not listen on $UCX_PORT" >>"$clog"
     fi
-    env "${UCX_ENV[@]}" timeout 90 ucx_perftest 127.0.0.1 -p "$UCX_PORT" -f \
+    pin_args client ucx
+    env "${UCX_ENV[@]}" timeout 90 ucx_perftest 127.0.0.1 -p "$UCX_PORT" -f "${PIN[@]}" \
         -t "$test" -s "$size" -n "$iters" "$@" >>"$clog" 2>&1
     echo "exit status: $?" >>"$clog"
     stop_server "$spid"
@@ -301,13 +335,15 @@ run_libfabric() {
     local slog="$LOGDIR/fi_pingpong-$link.server.log" clog="$LOGDIR/fi_pingpong-$link.client.log" spid v
     : >"$clog"
     log "fi_pingpong -p $prov -e $ep 8"
-    timeout 120 fi_pingpong -p "$prov" -e "$ep" -S 8 -I "$iters" -B "$FI_PORT" >"$slog" 2>&1 &
+    pin_args server fi
+    timeout 120 "${PIN[@]}" fi_pingpong -p "$prov" -e "$ep" -S 8 -I "$iters" -B "$FI_PORT" >"$slog" 2>&1 &
     spid=$!
     SERVER_PIDS+=("$spid")
     if ! wait_listen "$FI_PORT"; then
         echo "server did not listen on $FI_PORT" >>"$clog"
     fi
-    timeout 90 fi_pingpong -p "$prov" -e "$ep" -S 8 -I "$iters" -P "$FI_PORT" 127.0.0.1 >>"$clog" 2>&1
+    pin_args client fi
+    timeout 90 "${PIN[@]}" fi_pingpong -p "$prov" -e "$ep" -S 8 -I "$iters" -P "$FI_PORT" 127.0.0.1 >>"$clog" 2>&1
     echo "exit status: $?" >>"$clog"
     stop_server "$spid"
     # Columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
@@ -350,7 +386,8 @@ run_iperf3() {
             fi
             local rev=()
             [ "$dir" = reverse ] && rev=(-R)
-            timeout 60 iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -l "$sz" -t "$IPERF_SECS" "${rev[@]}" -J \
+            pin_args client iperf3
+            timeout 60 iperf3 -c 127.0.0.1 -p "$IPERF_PORT" -l "$sz" -t "$IPERF_SECS" "${rev[@]}" "${PIN[@]}" -J \
                 >"$json" 2>>"$clog"
             echo "exit status: $?" >>"$clog"
             stop_server "$spid"
@@ -450,6 +487,7 @@ table_tcp() {
     done
     echo
     echo "Notes (tcp):"
+    placement_note
     echo "- Latencies are half a round trip of an 8-byte ping-pong for every tool (datperf: median;"
     echo "  ucx_perftest: 50th percentile of its ping-pong, which it already reports as half the round"
     echo "  trip; fi_pingpong: average usec/xfer, i.e. total time / (2 x iterations), so also half a"
@@ -485,6 +523,7 @@ table_shm() {
     echo "  a server and a client process. The floor column is datperf's own: two threads ping-ponging"
     echo "  on one cache line (latency), process_vm_readv of the same size (bandwidth), a single-producer"
     echo "  ring of 8-byte messages between two threads (rate)."
+    placement_note
     echo "- Latencies: datperf median; ucx_perftest 50th percentile (half round trip); fi_pingpong"
     echo "  average usec/xfer over $FI_SHM_ITERS iterations (half round trip; an average, so every"
     echo "  preemption on this shared machine counts in it)."
