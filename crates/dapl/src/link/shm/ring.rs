@@ -27,8 +27,16 @@
 //! Finding records without the tail: the header's first word (length, kind, flags) is never 0
 //! for a record, and the word at the position after the last record published is always 0
 //! until the next record is published there. The producer keeps this by writing a record's
-//! other bytes first, then 0 to the word after it (room for that word is reserved with the
-//! record), then its first word with Release; and the first word of the first record pushed
+//! other bytes first, then its first word with Release, the word after it having been set to
+//! 0 before (room for that word is reserved with the record). It zeroes ahead: after a
+//! publish, the first word of every line of the free space up to [`ZERO_AHEAD`] bytes past
+//! the tail (a record may start at any line; what a line held a lap ago is payload, or an
+//! older record), so that the word after a small record is almost always 0 already; only
+//! when it is not is it stored before the record's first word. So the line after a record,
+//! which the consumer may still hold from the last lap, is taken over by the producer away
+//! from the message's path, not between its bytes and their publication (x86 makes stores
+//! visible in order: a store to that line delayed the record by a cache-line transfer when
+//! the two processes ran on different cores). And the first word of the first record pushed
 //! since the last [`Producer::publish`] is stored only by that publish (so nothing pushed is
 //! seen before it, and records pushed after it are reached only through it). The consumer
 //! loads the word at its head with Acquire: 0 means nothing yet, anything else is a record
@@ -68,6 +76,11 @@ pub(crate) const HDR: usize = 40;
 pub(crate) const SMALL_RECORD: usize = 128;
 /// Bytes kept free after the last record: its guard word, 0 until the next record.
 const GUARD: usize = 8;
+
+/// How far past the tail the producer keeps the free space's lines zeroed (module doc); it
+/// zeroes again when less than half of that is left, so that one publish in many takes over
+/// a run of lines at once.
+const ZERO_AHEAD: u64 = 4096;
 
 /// What a record carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,13 +259,18 @@ pub(crate) struct Producer {
     /// first word): that word is stored by the publish, so no record pushed meanwhile is
     /// seen before it.
     unpublished: Option<(usize, u64)>,
+    /// Every line of positions `tail..zeroed` is free and its first word was last stored by
+    /// this end, with 0 (module doc).
+    zeroed: u64,
 }
 
 impl Producer {
     /// The producing end of the ring in `mem` (`cap` data bytes, a power of two).
     pub(crate) fn new(mem: Arc<RegionMemory>, cap: usize) -> Producer {
         assert!(cap.is_power_of_two() && mem.len() >= mapping_len(cap));
-        let tail = word(&mem, TAIL).load(Ordering::Acquire);
+        // The peer made the ring: a tail off the line grid would put records (and this end's
+        // word stores) off it.
+        let tail = word(&mem, TAIL).load(Ordering::Acquire) & !(ALIGN as u64 - 1);
         let seen_head = word(&mem, HEAD).load(Ordering::Acquire);
         Producer {
             mem,
@@ -260,6 +278,7 @@ impl Producer {
             tail,
             seen_head,
             unpublished: None,
+            zeroed: tail,
         }
     }
 
@@ -324,8 +343,12 @@ impl Producer {
     /// the caller) the next one: the word after it set to 0, then its first word (from `hdr`)
     /// stored, or left to the next publish if it is the first record since the last one.
     fn seal(&mut self, at: usize, len: usize, hdr: &[u8; HDR]) {
-        let next = DATA + wrap(self.tail + len as u64, self.cap);
-        word(&self.mem, next).store(0, Ordering::Relaxed);
+        let end = self.tail + len as u64;
+        if end >= self.zeroed {
+            // Not zeroed ahead (a large record, a full ring): now, before the first word.
+            word(&self.mem, DATA + wrap(end, self.cap)).store(0, Ordering::Relaxed);
+            self.zeroed = end + ALIGN as u64;
+        }
         let first = u64::from_le_bytes(hdr[..8].try_into().expect("8 bytes"));
         if self.unpublished.is_none() {
             self.unpublished = Some((at, first));
@@ -437,6 +460,23 @@ impl Producer {
             word(&self.mem, at).store(first, Ordering::Release);
         }
         wake::publish(word(&self.mem, TAIL), self.tail);
+        if self.zeroed < self.tail + ZERO_AHEAD / 2 {
+            self.zero_ahead();
+        }
+    }
+
+    /// Stores 0 to the first word of every line from `zeroed` (or the tail) up to
+    /// [`ZERO_AHEAD`] past the tail, within the free space as last seen (the consumer is done
+    /// with those bytes: its head was read with Acquire).
+    fn zero_ahead(&mut self) {
+        let from = self.zeroed.max(self.tail);
+        let to = (self.tail + ZERO_AHEAD).min(self.seen_head + self.cap as u64);
+        let mut p = from;
+        while p < to {
+            word(&self.mem, DATA + wrap(p, self.cap)).store(0, Ordering::Relaxed);
+            p += ALIGN as u64;
+        }
+        self.zeroed = p.max(self.zeroed);
     }
 
     /// After a publish: true if the consumer must be woken (its doorbell rung), false while
@@ -818,6 +858,79 @@ mod tests {
             CAP / ALIGN - 1,
             "the room seen before the head moved"
         );
+    }
+
+    #[test]
+    fn a_line_that_held_a_record_like_word_a_lap_ago_is_never_read_as_a_record() {
+        // Every line of a payload starts with a word that reads as a 64-byte Send record:
+        // a consumer that reached such a line as a record start would take it for one.
+        let lookalike = u64::from_le_bytes(
+            Header::new(Kind::Send).encode(ALIGN)[..8]
+                .try_into()
+                .unwrap(),
+        );
+        let (mut p, mut c) = ring();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let (mut sent, mut got) = (0u64, 0u64);
+        let n: u64 = if cfg!(miri) { 200 } else { 20_000 };
+        let drain = |c: &mut Consumer, got: &mut u64| {
+            while let Some(r) = c.peek().unwrap() {
+                assert_eq!(r.hdr.a, *got, "records in order, none made up");
+                let b = payload(c, &r);
+                assert_eq!(b.len() % 8, 0);
+                assert!(b
+                    .chunks(8)
+                    .all(|w| u64::from_le_bytes(w.try_into().unwrap()) == lookalike));
+                c.consume(&r);
+                *got += 1;
+            }
+        };
+        while sent < n {
+            // 0 to 12 lines of payload: records start at every line of the ring in turn.
+            let words = (next() % 97) as usize;
+            let bytes: Vec<u8> = std::iter::repeat_n(lookalike.to_le_bytes(), words)
+                .flatten()
+                .collect();
+            if push_bytes(&mut p, Kind::Send, sent, &bytes) {
+                sent += 1;
+                if next() % 4 == 0 {
+                    p.publish();
+                }
+            } else {
+                p.publish();
+            }
+            if next() % 3 == 0 {
+                p.publish();
+                drain(&mut c, &mut got);
+                assert_eq!(got, sent);
+                assert!(c.peek().unwrap().is_none(), "past the last record: 0");
+            }
+        }
+        p.publish();
+        drain(&mut c, &mut got);
+        assert_eq!(got, n);
+    }
+
+    #[test]
+    fn a_tail_the_peer_left_off_the_line_grid_is_taken_on_it() {
+        let mem = Arc::new(RegionMemory::allocate(mapping_len(CAP)).unwrap());
+        word(&mem, TAIL).store(3, Ordering::Release);
+        word(&mem, HEAD).store(0, Ordering::Release);
+        let mut p = Producer::new(mem.clone(), CAP);
+        let mut c = Consumer::new(mem, CAP);
+        assert!(push_bytes(&mut p, Kind::Send, 7, b"aligned"));
+        p.publish();
+        let r = c
+            .peek()
+            .unwrap()
+            .expect("the record, at the start of the ring");
+        assert_eq!(r.hdr.a, 7);
     }
 
     #[test]
