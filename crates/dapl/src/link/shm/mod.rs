@@ -1992,6 +1992,7 @@ impl ShmConn {
         self.settle(!polled);
         let mut any = false;
         let mut wake_producer = false;
+        let mut took = false;
         // A ring's worth of records per call: a peer that leaves records all around the ring
         // (or sends without pause) cannot keep this thread here; the progress thread, rung
         // below, handles the rest.
@@ -2016,13 +2017,23 @@ impl ShmConn {
             // consumption, published before it, is seen).
             self.settle(!polled);
             match self.handle(rx, &rec) {
-                Step::Go => wake_producer |= rx.ring.consume(&rec),
+                Step::Go => {
+                    rx.ring.take(&rec);
+                    took = true;
+                }
                 Step::Stall => break,
                 Step::Stop => {
-                    wake_producer |= rx.ring.consume(&rec);
+                    rx.ring.take(&rec);
+                    took = true;
                     break;
                 }
             }
+        }
+        // The head once for the batch (a fence per record before), still under `rx`: whoever
+        // sends our Close does so after this (`send_deferred_close`), so the peer sees these
+        // records consumed before it.
+        if took {
+            wake_producer |= rx.ring.publish_head();
         }
         if wake_producer {
             ring_bell(&self.peer_bell);
