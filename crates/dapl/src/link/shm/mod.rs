@@ -2073,16 +2073,22 @@ impl ShmConn {
                         }
                         RxTake::NoBuffer => {
                             let now = Instant::now();
+                            let first = rx.rnr_until.is_none();
                             let until = *rx.rnr_until.get_or_insert(now + RNR_GRACE);
                             if now >= until {
                                 return self.fail(rx, false);
                             }
-                            let me = Arc::downgrade(self);
-                            crate::engine::timer::at(until, move || {
-                                if let Some(c) = me.upgrade() {
-                                    ring_bell(&c.bell);
-                                }
-                            });
+                            // One timer for the grace (polls find the Send stalled again and
+                            // again while the consumer catches up: one each was a timer-map
+                            // insertion per poll).
+                            if first {
+                                let me = Arc::downgrade(self);
+                                crate::engine::timer::at(until, move || {
+                                    if let Some(c) = me.upgrade() {
+                                        ring_bell(&c.bell);
+                                    }
+                                });
+                            }
                             return Step::Stall;
                         }
                         RxTake::NotConnected => {
