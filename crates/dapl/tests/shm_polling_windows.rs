@@ -54,3 +54,50 @@ fn a_send_into_a_window_its_consumer_abandons_is_delivered_when_the_window_ends(
     }
     p.close();
 }
+
+/// A Send that found no receive waits in the ring; the receive posted for it while the ring is
+/// marked polled rings no doorbell (the consumer's next poll would find the Send): a consumer
+/// that then waits on the EVD's fd alone still gets it when the window ends.
+#[test]
+fn a_send_waiting_for_a_receive_posted_in_a_window_its_consumer_abandons_is_delivered_when_the_window_ends(
+) {
+    let p = Pair::new("shm");
+    let (src, inbox) = (p.a.lmr(64), p.b.lmr(64));
+    src.write(0, b"stalled!").unwrap();
+    let fd = p.b.recv_evd.wait_fd().unwrap();
+    for round in 0..3u64 {
+        p.a.ep
+            .post_send(&[src.triplet(0, 8)], round, CompletionFlags::SUPPRESS)
+            .unwrap();
+        // b's polls find the Send and no receive for it: it waits in the ring, marked polled.
+        for _ in 0..3 {
+            assert!(p.b.recv_evd.dequeue().unwrap().is_none());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        p.b.ep
+            .post_recv(&[inbox.triplet(0, 64)], round, CompletionFlags::empty())
+            .unwrap();
+        let t0 = Instant::now();
+        let borrowed = fd.as_fd();
+        let mut pfd = [rustix::event::PollFd::new(
+            &borrowed,
+            rustix::event::PollFlags::IN,
+        )];
+        let n = rustix::event::poll(&mut pfd, 1000).unwrap();
+        let waited = t0.elapsed();
+        assert_eq!(n, 1, "round {round}: no completion signalled in 1 s");
+        assert!(
+            waited < BOUND,
+            "round {round}: the Send waited {waited:?} after its receive was posted"
+        );
+        let c = p.b.recv_done();
+        assert_eq!(
+            (c.cookie.0, c.status, c.transferred_length),
+            (round, DtoStatus::Success, 8)
+        );
+        assert_eq!(inbox.to_vec(0, 8).unwrap(), b"stalled!");
+        // Quiet between rounds: b's progress thread back to its idle sleep.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p.close();
+}

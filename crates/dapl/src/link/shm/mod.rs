@@ -2852,8 +2852,12 @@ impl Connection for ShmConn {
     }
 
     fn wake_peer(&self) {
-        // A receive was posted: a Send stalled in our ring may go on (in the progress thread).
-        ring_bell(&self.bell);
+        // A receive was posted: a Send stalled in our ring may go on. While the ring is marked
+        // polled, the next poll (or whoever ends the window, `stop_polling`) finds it there, as
+        // it finds a record whose producer skipped the doorbell; else the progress thread.
+        if !ring::is_polled(&self.inbound) {
+            ring_bell(&self.bell);
+        }
     }
 
     fn close(&self, broken: bool) {

@@ -238,6 +238,12 @@ pub(crate) fn mark_polled(mem: &RegionMemory) {
     wake::mark_polled(word(mem, POLLING));
 }
 
+/// True while the ring in `mem` is marked polled ([`mark_polled`]): its consumer's next poll,
+/// or the end of its window ([`stop_polling`]), looks at what waits in it.
+pub(crate) fn is_polled(mem: &RegionMemory) -> bool {
+    word(mem, POLLING).load(Ordering::Relaxed) != 0
+}
+
 /// The consumer of the ring in `mem` stops polling it: its producer rings again. True if
 /// records arrived that no doorbell announced (the caller has them handled). Fenced against
 /// [`Producer::needs_bell`] ([`wake::stop_polling`]).
