@@ -229,9 +229,11 @@ pub fn shm_ring_consume(bytes: &[u8]) -> usize {
             c.mem().copy_out(r.payload_at, &mut buf),
             "a payload outside the mapping"
         );
-        c.consume(&r);
+        c.take(&r);
         n += 1;
         assert!(n <= CAP, "more records than a ring holds");
     }
+    // As the link does: the head once for the batch.
+    c.publish_head();
     n
 }

@@ -1993,6 +1993,7 @@ impl ShmConn {
         let mut any = false;
         let mut wake_producer = false;
         let mut took = false;
+        let mut qp = None;
         // A ring's worth of records per call: a peer that leaves records all around the ring
         // (or sends without pause) cannot keep this thread here; the progress thread, rung
         // below, handles the rest.
@@ -2016,7 +2017,19 @@ impl ShmConn {
             // completes first (the record's first word was read with Acquire, so its
             // consumption, published before it, is seen).
             self.settle(!polled);
-            match self.handle(rx, &rec) {
+            // The QP once for the batch (an upgrade and a drop, two read-modify-writes, each
+            // record before); gone: the connection is over.
+            if qp.is_none() {
+                qp = self.qp();
+            }
+            let step = match &qp {
+                Some(qp) => self.handle(rx, &rec, qp),
+                None => {
+                    rx.done = true;
+                    Step::Stop
+                }
+            };
+            match step {
                 Step::Go => {
                     rx.ring.take(&rec);
                     took = true;
@@ -2051,11 +2064,13 @@ impl ShmConn {
             .then_some(&buf[..n])
     }
 
-    fn handle(self: &Arc<Self>, rx: &mut MutexGuard<'_, Rx>, rec: &ring::Record) -> Step {
-        let Some(qp) = self.qp() else {
-            rx.done = true;
-            return Step::Stop;
-        };
+    /// Handles one record for `qp` (the connection's QP, upgraded once per batch).
+    fn handle(
+        self: &Arc<Self>,
+        rx: &mut MutexGuard<'_, Rx>,
+        rec: &ring::Record,
+        qp: &Arc<Qp>,
+    ) -> Step {
         let h = rec.hdr;
         match h.kind {
             Kind::Pad => Step::Go,
@@ -2110,7 +2125,7 @@ impl ShmConn {
                     return self.fail(rx, false);
                 }
                 if h.flags & PULL != 0 {
-                    return self.pull_send(rx, rec, wr, &qp, invalidate);
+                    return self.pull_send(rx, rec, wr, qp, invalidate);
                 }
                 let Some(bytes) = Self::payload(rx, rec) else {
                     qp.rx_send_done(&wr, DtoStatus::Flushed, 0, true);

@@ -602,8 +602,10 @@ impl Consumer {
         word(&self.mem, HEAD).store(self.head, Ordering::Release);
     }
 
-    /// Consumes `rec` (the one `peek` returned). True if the producer waits for room (it has
-    /// to be woken): the flag is cleared.
+    /// Consumes `rec` (the one `peek` returned) and publishes the head. True if the producer
+    /// waits for room (it has to be woken): the flag is cleared. (The link takes records in
+    /// batches: `take`, then `publish_head`.)
+    #[cfg(test)]
     pub(crate) fn consume(&mut self, rec: &Record) -> bool {
         self.take(rec);
         self.publish_head()
