@@ -15,8 +15,17 @@
 //! whoever removed it (its own unbind or free, or a peer's Send with Invalidate,
 //! [`MemTable::invalidate`]). That is how a DAT RMR learns of a remote invalidation without the
 //! engine knowing DAT objects.
+//!
+//! Local resolutions are cached per thread ([`LocalCache`]): a post resolves its segments
+//! without the table's lock (two read-modify-writes of a shared word per segment, on every
+//! post of every link), and the cache is good as long as no entry has left the table since it
+//! was filled (`removals`, bumped under the write lock by every removal; an insertion changes
+//! no entry already there).
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Weak;
 use std::sync::{Arc, RwLock};
 
 use crate::mem::published::{PubEntry, Published};
@@ -140,12 +149,156 @@ fn same_owner(a: &Arc<dyn EntryOwner>, b: &Arc<dyn EntryOwner>) -> bool {
 }
 
 /// The table. One per Interface Adapter.
-#[derive(Default)]
 pub struct MemTable {
     inner: RwLock<Slots>,
     /// Where remote access to mappable library memory is published for peers of the shm
     /// link (an IA that maps library memory): written under `inner`'s write lock.
     published: Option<Published>,
+    /// Unique in the process: the key of this table's resolutions in [`LocalCache`].
+    id: u64,
+    /// How many entries have left the table (written under `inner`'s write lock, after the
+    /// removal): a cached resolution made at another count may be stale.
+    removals: AtomicU64,
+}
+
+/// Ids of [`MemTable`]s: never reused in a process.
+static NEXT_TABLE: AtomicU64 = AtomicU64::new(1);
+
+impl Default for MemTable {
+    fn default() -> MemTable {
+        MemTable {
+            inner: RwLock::default(),
+            published: None,
+            id: NEXT_TABLE.fetch_add(1, Ordering::Relaxed),
+            removals: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What a local resolution reads of an LMR's entry.
+#[derive(Clone)]
+struct LocalView<R> {
+    region: R,
+    base_va: u64,
+    region_offset: usize,
+    len: u64,
+    pz: u64,
+    privs: MemPriv,
+}
+
+impl<R> LocalView<R> {
+    /// The checks of [`MemTable::resolve_local`], in its order; the range inside the LMR.
+    fn check(
+        &self,
+        va: u64,
+        len: u64,
+        pz: u64,
+        need: MemPriv,
+    ) -> Result<(usize, usize), LocalFault> {
+        if self.pz != pz {
+            return Err(LocalFault::PzMismatch);
+        }
+        if !self.privs.contains(need) {
+            return Err(LocalFault::Privileges);
+        }
+        bounds(self.base_va, self.region_offset, self.len, va, len).ok_or(LocalFault::OutOfBounds)
+    }
+}
+
+/// Where `len` bytes at virtual address `va` lie in the region of an entry registered at
+/// `base_va` for `entry_len` bytes from `region_offset`: (offset in the region, length), or
+/// None if outside (or overflowing).
+fn bounds(
+    base_va: u64,
+    region_offset: usize,
+    entry_len: u64,
+    va: u64,
+    len: u64,
+) -> Option<(usize, usize)> {
+    let off = va.checked_sub(base_va)?;
+    let end = off.checked_add(len)?;
+    if end > entry_len {
+        return None;
+    }
+    let offset = region_offset.checked_add(usize::try_from(off).ok()?)?;
+    Some((offset, usize::try_from(len).ok()?))
+}
+
+/// One thread's last local resolutions: (table id, removal count when filled, LMR context,
+/// the entry). The region is held weakly, so a cached entry keeps no memory alive: a freed
+/// LMR's region is gone once its last segment is, and its entry fails to upgrade.
+struct LocalCache {
+    ways: [Option<Way>; LOCAL_WAYS],
+    next: usize,
+}
+
+/// One cached resolution: the table's id, its removal count when filled, the LMR context and
+/// the entry.
+struct Way {
+    table: u64,
+    removals: u64,
+    stag: u32,
+    view: LocalView<Weak<RegionMemory>>,
+}
+
+/// Entries per thread: a sink and a source of a few endpoints.
+const LOCAL_WAYS: usize = 4;
+
+thread_local! {
+    static LOCAL: RefCell<LocalCache> = const {
+        RefCell::new(LocalCache {
+            ways: [None, None, None, None],
+            next: 0,
+        })
+    };
+}
+
+impl LocalCache {
+    /// The cached entry of `stag` in table `table` if it was filled at `removals`, its region
+    /// still alive.
+    fn get(table: u64, removals: u64, stag: u32) -> Option<LocalView<Arc<RegionMemory>>> {
+        LOCAL
+            .try_with(|c| {
+                let c = c.try_borrow().ok()?;
+                let v = &c
+                    .ways
+                    .iter()
+                    .flatten()
+                    .find(|w| (w.table, w.removals, w.stag) == (table, removals, stag))?
+                    .view;
+                Some(LocalView {
+                    region: v.region.upgrade()?,
+                    base_va: v.base_va,
+                    region_offset: v.region_offset,
+                    len: v.len,
+                    pz: v.pz,
+                    privs: v.privs,
+                })
+            })
+            .ok()
+            .flatten()
+    }
+
+    fn put(table: u64, removals: u64, stag: u32, v: LocalView<Weak<RegionMemory>>) {
+        let _ = LOCAL.try_with(|c| {
+            if let Ok(mut c) = c.try_borrow_mut() {
+                let same = c.ways.iter().position(|w| {
+                    w.as_ref()
+                        .is_some_and(|w| (w.table, w.stag) == (table, stag))
+                });
+                let i = same.unwrap_or(c.next);
+                if same.is_none() {
+                    c.next = (c.next + 1) % LOCAL_WAYS;
+                }
+                c.ways[i] = Some(Way {
+                    table,
+                    removals,
+                    stag,
+                    view: v,
+                });
+            }
+        });
+    }
 }
 
 #[derive(Default)]
@@ -168,8 +321,8 @@ impl MemTable {
     /// A table that publishes remote access to mappable library memory in `published`.
     pub fn with_published(published: Published) -> MemTable {
         MemTable {
-            inner: RwLock::default(),
             published: Some(published),
+            ..MemTable::default()
         }
     }
 
@@ -345,6 +498,9 @@ impl MemTable {
                 // library's check passes, once the removal is done.
                 p.withdraw(stag);
             }
+            // Release, before the lock goes: a thread that sees the new count (a post that
+            // happens after this removal) resolves through the table, not its cache.
+            self.removals.fetch_add(1, Ordering::Release);
             e
         };
         if let Some(o) = removed.as_ref().and_then(|e| e.owner.as_ref()) {
@@ -378,13 +534,7 @@ impl MemTable {
 
     /// Resolves a range inside an entry to a segment, checking bounds without overflow.
     fn slice(e: &Entry, va: u64, len: u64) -> Option<Seg> {
-        let off = va.checked_sub(e.base_va)?;
-        let end = off.checked_add(len)?;
-        if end > e.len {
-            return None;
-        }
-        let offset = e.region_offset.checked_add(usize::try_from(off).ok()?)?;
-        let len = usize::try_from(len).ok()?;
+        let (offset, len) = bounds(e.base_va, e.region_offset, e.len, va, len)?;
         Some(Seg {
             region: e.region.clone(),
             offset,
@@ -393,7 +543,9 @@ impl MemTable {
     }
 
     /// Resolves one local iov segment of an LMR for a DTO on an endpoint or SRQ in `pz` that
-    /// needs `need` (LOCAL_READ for a source, LOCAL_WRITE for a sink).
+    /// needs `need` (LOCAL_READ for a source, LOCAL_WRITE for a sink). From this thread's
+    /// cache when nothing left the table since this LMR was last resolved here (Acquire: pairs
+    /// with a removal's count), else under the lock.
     pub fn resolve_local(
         &self,
         lmr_context: u32,
@@ -402,18 +554,47 @@ impl MemTable {
         pz: u64,
         need: MemPriv,
     ) -> Result<Seg, LocalFault> {
-        self.with_entry(lmr_context, |e| {
-            let e = e
-                .filter(|e| e.kind == EntryKind::Lmr)
-                .ok_or(LocalFault::InvalidContext)?;
-            if e.pz != pz {
-                return Err(LocalFault::PzMismatch);
-            }
-            if !e.privs.contains(need) {
-                return Err(LocalFault::Privileges);
-            }
-            Self::slice(e, va, len).ok_or(LocalFault::OutOfBounds)
-        })
+        let removals = self.removals.load(Ordering::Acquire);
+        if let Some(v) = LocalCache::get(self.id, removals, lmr_context) {
+            let (offset, len) = v.check(va, len, pz, need)?;
+            return Ok(Seg {
+                region: v.region,
+                offset,
+                len,
+            });
+        }
+        let (r, fill) = self.with_entry(lmr_context, |e| {
+            let Some(e) = e.filter(|e| e.kind == EntryKind::Lmr) else {
+                return (Err(LocalFault::InvalidContext), None);
+            };
+            let v = LocalView {
+                region: &e.region,
+                base_va: e.base_va,
+                region_offset: e.region_offset,
+                len: e.len,
+                pz: e.pz,
+                privs: e.privs,
+            };
+            let r = v.check(va, len, pz, need).map(|(offset, len)| Seg {
+                region: e.region.clone(),
+                offset,
+                len,
+            });
+            let fill = LocalView {
+                region: Arc::downgrade(&e.region),
+                base_va: v.base_va,
+                region_offset: v.region_offset,
+                len: v.len,
+                pz: v.pz,
+                privs: v.privs,
+            };
+            // Read under the lock: the count of the table this entry was read from.
+            (r, Some((self.removals.load(Ordering::Relaxed), fill)))
+        });
+        if let Some((removals, fill)) = fill {
+            LocalCache::put(self.id, removals, lmr_context, fill);
+        }
+        r
     }
 
     /// Checks an inbound remote access of `len` bytes at tagged offset `to` under `stag`, for an
@@ -519,6 +700,109 @@ mod tests {
                 .unwrap_err(),
             RemoteFault::BaseBounds
         );
+    }
+
+    #[test]
+    fn local_resolution_checks_context_pz_privileges_and_bounds_from_the_cache_as_from_the_table() {
+        let (t, stag, va) = table_with_region(MemPriv::LOCAL_READ);
+        let rw = MemPriv::LOCAL_READ;
+        // Twice each: the first fills this thread's cache, the second is answered from it.
+        for _ in 0..2 {
+            let seg = t.resolve_local(stag, va + 8, 16, 7, rw).unwrap();
+            assert_eq!((seg.offset, seg.len), (8, 16));
+            assert_eq!(
+                t.resolve_local(stag ^ 1, va, 1, 7, rw).unwrap_err(),
+                LocalFault::InvalidContext
+            );
+            assert_eq!(
+                t.resolve_local(stag, va, 1, 8, rw).unwrap_err(),
+                LocalFault::PzMismatch
+            );
+            assert_eq!(
+                t.resolve_local(stag, va, 1, 7, MemPriv::LOCAL_WRITE)
+                    .unwrap_err(),
+                LocalFault::Privileges
+            );
+            for (at, len) in [
+                (va + 1, 4096),
+                (va - 1, 1),
+                (u64::MAX, 2),
+                (va + 8, u64::MAX),
+            ] {
+                assert_eq!(
+                    t.resolve_local(stag, at, len, 7, rw).unwrap_err(),
+                    LocalFault::OutOfBounds
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_cached_local_resolution_is_refused_once_its_lmr_left_the_table_in_any_thread() {
+        let t = Arc::new(MemTable::default());
+        let r = Arc::new(RegionMemory::allocate(4096).unwrap());
+        let va = r.addr();
+        let stag = t
+            .insert(EntryKind::Lmr, r.clone(), 0, va, 4096, 7, MemPriv::ALL, 16)
+            .unwrap();
+        // Resolved (and cached) here and in another thread; `r` stays alive, as an
+        // outstanding DTO's segment keeps it.
+        t.resolve_local(stag, va, 8, 7, MemPriv::LOCAL_READ)
+            .unwrap();
+        let (to_main, from_worker) = std::sync::mpsc::channel();
+        let (to_worker, from_main) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn({
+            let t = t.clone();
+            move || {
+                let first = t.resolve_local(stag, va, 8, 7, MemPriv::LOCAL_READ).is_ok();
+                to_main.send(()).unwrap();
+                from_main.recv().unwrap();
+                (first, t.resolve_local(stag, va, 8, 7, MemPriv::LOCAL_READ))
+            }
+        });
+        from_worker.recv().unwrap();
+        assert!(t.remove(stag));
+        to_worker.send(()).unwrap();
+        let (first, after) = worker.join().unwrap();
+        assert!(first);
+        assert_eq!(after.unwrap_err(), LocalFault::InvalidContext);
+        assert_eq!(
+            t.resolve_local(stag, va, 8, 7, MemPriv::LOCAL_READ)
+                .unwrap_err(),
+            LocalFault::InvalidContext
+        );
+        drop(r);
+    }
+
+    #[test]
+    fn a_repeated_local_resolution_takes_no_table_lock() {
+        let (t, stag, va) = table_with_region(MemPriv::LOCAL_READ);
+        let t = Arc::new(t);
+        let (to_main, from_worker) = std::sync::mpsc::channel();
+        let (to_worker, from_main) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn({
+            let t = t.clone();
+            move || {
+                t.resolve_local(stag, va, 8, 7, MemPriv::LOCAL_READ)
+                    .unwrap();
+                to_main.send(false).unwrap();
+                from_main.recv().unwrap();
+                // The table is write-locked by the main thread now.
+                let again = t.resolve_local(stag, va, 8, 7, MemPriv::LOCAL_READ).is_ok();
+                to_main.send(again).unwrap();
+            }
+        });
+        assert!(!from_worker.recv().unwrap());
+        let held = t.inner.write().unwrap();
+        to_worker.send(()).unwrap();
+        let answered = from_worker.recv_timeout(std::time::Duration::from_secs(10));
+        drop(held);
+        assert_eq!(
+            answered,
+            Ok(true),
+            "the second resolution waited for the lock"
+        );
+        worker.join().unwrap();
     }
 
     #[test]
