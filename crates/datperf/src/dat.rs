@@ -332,11 +332,14 @@ fn decode_reply(b: &[u8]) -> Result<PeerBuf> {
 }
 
 fn dto_of(ev: Event, what: &str) -> Result<DtoCompletion> {
-    let Some(d) = ev.as_dto() else {
-        bail!(
+    // By value: a clone would copy the event's endpoint handle (two read-modify-writes) and
+    // drop the original (two more), per message.
+    let d = match ev {
+        Event::Dto(d) => d,
+        other => bail!(
             "expected a DTO completion while waiting for {what}, got event {:#x}",
-            ev.number()
-        );
+            other.number()
+        ),
     };
     if d.status != DtoStatus::Success {
         bail!(
@@ -346,7 +349,7 @@ fn dto_of(ev: Event, what: &str) -> Result<DtoCompletion> {
             d.status
         );
     }
-    Ok(d.clone())
+    Ok(d)
 }
 
 /// One endpoint with its EVDs and buffer, on either side.
