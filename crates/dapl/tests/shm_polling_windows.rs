@@ -5,7 +5,7 @@
 //! message sent into the window to the link's progress thread, which must handle it when the
 //! window ends, even if it was asleep when the window opened.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
 use dapl::*;
@@ -14,6 +14,29 @@ use dapl_testkit::kit::*;
 /// Far above a window (4 ms) and what a loaded machine adds to it; far below the progress
 /// thread's idle sleep (200 ms), which a window opened behind its back used to cost.
 const BOUND: Duration = Duration::from_millis(100);
+
+/// Waits on b's receive EVD's `fd` alone (no poll of the EVD) for round `round`'s completion:
+/// signalled within [`BOUND`], the 8 bytes `bytes` in `inbox`.
+fn delivered_within_bound(p: &Pair, fd: BorrowedFd<'_>, inbox: &Lmr, round: u64, bytes: &[u8]) {
+    let t0 = Instant::now();
+    let mut pfd = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let n = rustix::event::poll(&mut pfd, 1000).unwrap();
+    let waited = t0.elapsed();
+    assert_eq!(n, 1, "round {round}: no completion signalled in 1 s");
+    assert!(
+        waited < BOUND,
+        "round {round}: the message waited {waited:?} for a window nobody polled"
+    );
+    let c = p.b.recv_done();
+    assert_eq!(
+        (c.cookie.0, c.status, c.transferred_length),
+        (round, DtoStatus::Success, 8)
+    );
+    assert_eq!(inbox.to_vec(0, 8).unwrap(), bytes);
+}
 
 #[test]
 fn a_send_into_a_window_its_consumer_abandons_is_delivered_when_the_window_ends() {
@@ -32,25 +55,7 @@ fn a_send_into_a_window_its_consumer_abandons_is_delivered_when_the_window_ends(
         p.a.ep
             .post_send(&[src.triplet(0, 8)], round, CompletionFlags::SUPPRESS)
             .unwrap();
-        let t0 = Instant::now();
-        let borrowed = fd.as_fd();
-        let mut pfd = [rustix::event::PollFd::new(
-            &borrowed,
-            rustix::event::PollFlags::IN,
-        )];
-        let n = rustix::event::poll(&mut pfd, 1000).unwrap();
-        let waited = t0.elapsed();
-        assert_eq!(n, 1, "round {round}: no completion signalled in 1 s");
-        assert!(
-            waited < BOUND,
-            "round {round}: the message waited {waited:?} for a window nobody polled"
-        );
-        let c = p.b.recv_done();
-        assert_eq!(
-            (c.cookie.0, c.status, c.transferred_length),
-            (round, DtoStatus::Success, 8)
-        );
-        assert_eq!(inbox.to_vec(0, 8).unwrap(), b"windowed");
+        delivered_within_bound(&p, fd.as_fd(), &inbox, round, b"windowed");
     }
     p.close();
 }
@@ -77,25 +82,7 @@ fn a_send_waiting_for_a_receive_posted_in_a_window_its_consumer_abandons_is_deli
         p.b.ep
             .post_recv(&[inbox.triplet(0, 64)], round, CompletionFlags::empty())
             .unwrap();
-        let t0 = Instant::now();
-        let borrowed = fd.as_fd();
-        let mut pfd = [rustix::event::PollFd::new(
-            &borrowed,
-            rustix::event::PollFlags::IN,
-        )];
-        let n = rustix::event::poll(&mut pfd, 1000).unwrap();
-        let waited = t0.elapsed();
-        assert_eq!(n, 1, "round {round}: no completion signalled in 1 s");
-        assert!(
-            waited < BOUND,
-            "round {round}: the Send waited {waited:?} after its receive was posted"
-        );
-        let c = p.b.recv_done();
-        assert_eq!(
-            (c.cookie.0, c.status, c.transferred_length),
-            (round, DtoStatus::Success, 8)
-        );
-        assert_eq!(inbox.to_vec(0, 8).unwrap(), b"stalled!");
+        delivered_within_bound(&p, fd.as_fd(), &inbox, round, b"stalled!");
         // Quiet between rounds: b's progress thread back to its idle sleep.
         std::thread::sleep(Duration::from_millis(20));
     }
