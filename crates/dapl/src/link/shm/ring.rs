@@ -346,8 +346,9 @@ impl Producer {
     }
 
     /// Makes the record at `at` (`len` bytes, at the tail; all but its first word written by
-    /// the caller) the next one: the word after it set to 0, then its first word (from `hdr`)
-    /// stored, or left to the next publish if it is the first record since the last one.
+    /// the caller) the next one: the word after it 0 (zeroed ahead, or stored now), then its
+    /// first word (from `hdr`) stored, or left to the next publish if it is the first record
+    /// since the last one.
     fn seal(&mut self, at: usize, len: usize, hdr: &[u8; HDR]) {
         let end = self.tail + len as u64;
         if end >= self.zeroed {
