@@ -229,11 +229,9 @@ pub fn shm_ring_consume(bytes: &[u8]) -> usize {
             c.mem().copy_out(r.payload_at, &mut buf),
             "a payload outside the mapping"
         );
-        c.take(&r);
+        c.consume(&r);
         n += 1;
         assert!(n <= CAP, "more records than a ring holds");
     }
-    // As the link does: the head once for the batch.
-    c.publish_head();
     n
 }

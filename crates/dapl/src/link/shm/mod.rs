@@ -1992,7 +1992,6 @@ impl ShmConn {
         self.settle(!polled);
         let mut any = false;
         let mut wake_producer = false;
-        let mut took = false;
         let mut qp = None;
         // A ring's worth of records per call: a peer that leaves records all around the ring
         // (or sends without pause) cannot keep this thread here; the progress thread, rung
@@ -2029,24 +2028,19 @@ impl ShmConn {
                     Step::Stop
                 }
             };
+            // Consumed (the head published, then the fence and the look at the producer's
+            // waiting flag) as soon as it is handled, not once for a batch: a batch's head came
+            // later than its records' completions here, so a peer that reacted to one could
+            // find its records not yet consumed (its next one-sided copy took the ring path in
+            // a test, one run in five; and a reply to a lent message could overtake its return).
             match step {
-                Step::Go => {
-                    rx.ring.take(&rec);
-                    took = true;
-                }
+                Step::Go => wake_producer |= rx.ring.consume(&rec),
                 Step::Stall => break,
                 Step::Stop => {
-                    rx.ring.take(&rec);
-                    took = true;
+                    wake_producer |= rx.ring.consume(&rec);
                     break;
                 }
             }
-        }
-        // The head once for the batch (a fence per record before), still under `rx`: whoever
-        // sends our Close does so after this (`send_deferred_close`), so the peer sees these
-        // records consumed before it.
-        if took {
-            wake_producer |= rx.ring.publish_head();
         }
         if wake_producer {
             ring_bell(&self.peer_bell);

@@ -603,24 +603,10 @@ impl Consumer {
         word(&self.mem, HEAD).store(self.head, Ordering::Release);
     }
 
-    /// Consumes `rec` (the one `peek` returned) and publishes the head. True if the producer
-    /// waits for room (it has to be woken): the flag is cleared. (The link takes records in
-    /// batches: `take`, then `publish_head`.)
-    #[cfg(test)]
+    /// Consumes `rec` (the one `peek` returned). True if the producer waits for room (it has
+    /// to be woken): the flag is cleared.
     pub(crate) fn consume(&mut self, rec: &Record) -> bool {
-        self.take(rec);
-        self.publish_head()
-    }
-
-    /// Consumes `rec` (the one `peek` returned) here only: the producer learns of it at the
-    /// next [`publish_head`](Self::publish_head), which a batch of records needs only once.
-    pub(crate) fn take(&mut self, rec: &Record) {
         self.head += rec.len as u64;
-    }
-
-    /// Publishes what was consumed. True if the producer waits for room (it has to be woken):
-    /// the flag is cleared.
-    pub(crate) fn publish_head(&mut self) -> bool {
         // Fenced against the producer's flag and its second look at the head.
         wake::consume(word(&self.mem, HEAD), word(&self.mem, WAITING), self.head)
     }
@@ -699,28 +685,6 @@ mod tests {
         word(&p.mem, HEAD).store(until + 2 * CAP as u64, Ordering::Release);
         assert!(p.consumed(until).is_err());
         assert!(!p.fits(&[0]));
-    }
-
-    #[test]
-    fn records_taken_in_a_batch_are_consumed_for_the_producer_when_the_head_is_published() {
-        let (mut p, mut c) = ring();
-        for i in 0..3 {
-            assert!(push_bytes(&mut p, Kind::Send, i, b"batch"));
-        }
-        let until = p.position();
-        p.publish();
-        for i in 0..3 {
-            let r = c.peek().unwrap().expect("published");
-            assert_eq!(r.hdr.a, i);
-            c.take(&r);
-        }
-        assert!(c.peek().unwrap().is_none(), "every record taken");
-        // Not yet for the producer (and it is marked waiting for them)...
-        assert!(!p.consumed(until).unwrap());
-        // ...until the one publish, which says the producer is to be rung.
-        assert!(c.publish_head());
-        assert!(p.consumed(until).unwrap());
-        assert!(!c.publish_head(), "rung once");
     }
 
     #[test]
