@@ -134,6 +134,17 @@ fn direct_rdma_write_and_read_on_library_memory_are_copies_by_the_initiator() {
 }
 
 #[test]
+fn a_suppressed_rdma_write_to_mapped_memory_is_copied_under_its_post() {
+    let (p, child, _psp, _notes) = accept_child("shm", "suppressed-write");
+    let target = p.lmr(LEN);
+    send_triplets(&p, &[target.remote(..).unwrap()]);
+    // The child's suppressed write (a copy made by its post) carried seed 10.
+    expect_note(&p);
+    assert_eq!(first_wrong(&target.to_vec(0, LEN).unwrap(), 10), None);
+    wait_child(child);
+}
+
+#[test]
 fn memory_registered_before_the_connection_is_mapped_from_the_first_transfer() {
     let (p, child, _psp, _notes, early) = accept_child_with("shm", "first", |p| Some(p.lmr(LEN)));
     let target = early.expect("registered before");
@@ -370,6 +381,27 @@ fn mapped_child() {
                     "a writable mapping of a region without REMOTE_WRITE"
                 );
             }
+            note(&c);
+        }
+        "suppressed-write" => {
+            mine.write(0, &bytes(1)).unwrap();
+            until_direct(&c, |k| write(&c, &mine, &remote, k));
+            mine.write(0, &bytes(10)).unwrap();
+            let (copies, inline) = (testing::shm_direct_copies(), testing::inline_posts());
+            c.ep.post_rdma_write(
+                &[mine.slice(..).unwrap()],
+                70,
+                &remote,
+                CompletionFlags::SUPPRESS,
+            )
+            .unwrap();
+            // Copied before the post returned, by the post itself: no queue, no turn.
+            assert_eq!(testing::shm_direct_copies(), copies + 1, "a direct copy");
+            assert_eq!(testing::inline_posts(), inline + 1, "taken under the post");
+            assert!(
+                c.req_evd.dequeue().unwrap().is_none(),
+                "success not reported"
+            );
             note(&c);
         }
         "after-unbind" => {

@@ -281,6 +281,7 @@ impl Connection for Wire {
     fn takes_inline(&self) -> Inlines {
         Inlines {
             sends: true,
+            writes: true,
             reads: true,
             responses: true,
         }

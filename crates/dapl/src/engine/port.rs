@@ -106,6 +106,8 @@ pub(crate) enum TxOutcome {
 pub(crate) struct Inlines {
     /// Suppressed Sends.
     pub(crate) sends: bool,
+    /// Suppressed RDMA Writes (the shm link: a copy into the peer's mapping under the post).
+    pub(crate) writes: bool,
     /// Read Requests.
     pub(crate) reads: bool,
     /// Read Responses (to a Read Request that arrived alone: `Qp::rx_read_request`).
@@ -116,6 +118,7 @@ impl Inlines {
     /// Nothing: every message takes `transmit`.
     pub(crate) const NONE: Inlines = Inlines {
         sends: false,
+        writes: false,
         reads: false,
         responses: false,
     };

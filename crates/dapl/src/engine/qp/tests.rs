@@ -610,17 +610,31 @@ fn a_suppressed_send_on_an_idle_qp_goes_to_the_link_inline_and_arrives() {
 }
 
 #[test]
-fn only_a_suppressed_send_and_a_read_go_inline() {
+fn only_suppressed_sends_and_writes_and_reads_go_inline() {
     let p = pair();
     p.a.wire.take_inline();
     post_send_flagged(&p, 1, 0, 8, CompletionFlags::empty());
-    let mut write = send_wr(ReqOp::Write, 2, p.a.segs(&p.mem, 0, 8), p.b.remote(0, 8));
-    write.flags = CompletionFlags::SUPPRESS;
-    p.a.qp.post_send(write).unwrap();
+    let write = |cookie, flags| {
+        let mut w = send_wr(
+            ReqOp::Write,
+            cookie,
+            p.a.segs(&p.mem, 0, 8),
+            p.b.remote(0, 8),
+        );
+        w.flags = flags;
+        p.a.qp.post_send(w).unwrap();
+    };
+    // A signalled write is reported when the link has it: never inline.
+    write(2, CompletionFlags::empty());
     assert_eq!(p.a.wire.inline_log(), [false, false]);
-    assert_eq!(p.a.up.take_done(), [(Request, 1, Success)]);
-    post_read(&p, 3, 0, 8, CompletionFlags::empty());
+    assert_eq!(
+        p.a.up.take_done(),
+        [(Request, 1, Success), (Request, 2, Success)]
+    );
+    write(3, CompletionFlags::SUPPRESS);
     assert_eq!(p.a.wire.inline_log(), [false, false, true]);
+    post_read(&p, 4, 0, 8, CompletionFlags::empty());
+    assert_eq!(p.a.wire.inline_log(), [false, false, true, true]);
 }
 
 #[test]

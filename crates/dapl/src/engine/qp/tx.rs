@@ -135,9 +135,12 @@ impl Qp {
         let offered = if read {
             c.conn_inlines.reads && c.orq.len() < c.ord
         } else {
-            c.conn_inlines.sends
-                && matches!(wr.op, ReqOp::Send | ReqOp::SendInvalidate(_))
-                && wr.flags.contains(CompletionFlags::SUPPRESS)
+            wr.flags.contains(CompletionFlags::SUPPRESS)
+                && match wr.op {
+                    ReqOp::Send | ReqOp::SendInvalidate(_) => c.conn_inlines.sends,
+                    ReqOp::Write => c.conn_inlines.writes,
+                    _ => false,
+                }
         };
         if !offered
             || !c.sq.is_empty()

@@ -2821,16 +2821,25 @@ impl Connection for ShmConn {
     /// doorbells and the progress threads, and the 8-byte message rate fell from about 1.7
     /// to 1.1 Mmsg/s (`datperf --link shm -t send -k rate`, 2026-11-27).
     fn takes_inline(&self) -> Inlines {
-        // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`). Nor
-        // their responses, which this link's handler of a request copies out itself.
+        // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`), which
+        // places and completes it. Nor their responses, which this link's handler of a request
+        // copies out itself. Suppressed RDMA Writes where the peer's table is mapped: the copy
+        // (`direct`) under the post, with no queue and no transmit turn.
         Inlines {
             sends: true,
+            writes: self.peer_table.is_some(),
             reads: false,
             responses: false,
         }
     }
 
     fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
+        if let OutMsg::Write { .. } = msg {
+            // Taken only when the copy was made and still valid; the ring path (nothing
+            // copied) and a refusal go through `transmit` as before, which reports the refusal
+            // (its second look finds it again: the source revoked, the entry gone).
+            return matches!(self.direct(msg), Direct::Done(TxOutcome::Sent));
+        }
         let mut tx = lock(&self.tx);
         let mark = looks();
         let continues = std::mem::replace(&mut tx.run_mark, mark) == mark;

@@ -554,6 +554,7 @@ impl Connection for TcpConn {
     fn takes_inline(&self) -> Inlines {
         Inlines {
             sends: true,
+            writes: false,
             reads: true,
             responses: true,
         }
