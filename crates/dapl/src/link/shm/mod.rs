@@ -1678,6 +1678,9 @@ struct Pulls {
 
 enum Step {
     Go,
+    /// Handled and already consumed (before its completion was reported: a peer that reacts
+    /// to the completion finds the record consumed); true if the producer is to be rung.
+    Taken(bool),
     Stall,
     Stop,
 }
@@ -2035,6 +2038,12 @@ impl ShmConn {
             // a test, one run in five; and a reply to a lent message could overtake its return).
             match step {
                 Step::Go => wake_producer |= rx.ring.consume(&rec),
+                Step::Taken(wake) => {
+                    wake_producer |= wake;
+                    if rx.done {
+                        break;
+                    }
+                }
                 Step::Stall => break,
                 Step::Stop => {
                     wake_producer |= rx.ring.consume(&rec);
@@ -2110,8 +2119,9 @@ impl ShmConn {
                 }
                 let (wr, invalidate) = rx.recv.take().expect("taken above");
                 if h.kind == Kind::Immed {
+                    let wake = rx.ring.consume(rec);
                     qp.rx_immed_done(&wr, h.stag, h.a, h.flags & SOLICITED != 0);
-                    return Step::Go;
+                    return Step::Taken(wake);
                 }
                 if (h.flags & INVALIDATE != 0).then_some(h.stag) != invalidate {
                     // A segment that says otherwise than the message's first: garbage.
@@ -2136,17 +2146,19 @@ impl ShmConn {
                         return self.fail(rx, false);
                     }
                 }
-                if h.flags & LAST != 0 {
-                    let len = h.a + h.payload_len as u64;
-                    let solicited = h.flags & SOLICITED != 0;
-                    if qp.rx_send_placed(&wr, len, solicited, invalidate).is_err() {
-                        // Completed in error (the STag could not be invalidated): break.
-                        return self.fail(rx, false);
-                    }
-                } else {
+                if h.flags & LAST == 0 {
                     rx.recv = Some((wr, invalidate));
+                    return Step::Go;
                 }
-                Step::Go
+                // Its bytes are placed: consumed before the completion is reported.
+                let wake = rx.ring.consume(rec);
+                let len = h.a + h.payload_len as u64;
+                let solicited = h.flags & SOLICITED != 0;
+                if qp.rx_send_placed(&wr, len, solicited, invalidate).is_err() {
+                    // Completed in error (the STag could not be invalidated): break.
+                    self.fail(rx, false);
+                }
+                Step::Taken(wake)
             }
             Kind::Write if h.flags & PULL != 0 => {
                 let Some(desc) = Self::descriptor(rx, rec) else {
@@ -2311,10 +2323,18 @@ impl ShmConn {
         }
         let pieces = pieces_of(&wr.segs, 0, total as usize);
         match self.pull(&desc, &pieces) {
-            Ok(()) => match qp.rx_send_placed(&wr, total, solicited, invalidate) {
-                Ok(()) => Step::Go,
-                Err(_) => self.fail(rx, false),
-            },
+            Ok(()) => {
+                // Copied out: consumed (the peer's lent message returned) before the completion
+                // is reported, so a reply to it never reaches the peer first.
+                let wake = rx.ring.consume(rec);
+                if qp
+                    .rx_send_placed(&wr, total, solicited, invalidate)
+                    .is_err()
+                {
+                    self.fail(rx, false);
+                }
+                Step::Taken(wake)
+            }
             Err(e) => {
                 let status = if crate::mem::region::is_revoked_error(&e) {
                     DtoStatus::LocalProtection
