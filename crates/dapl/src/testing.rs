@@ -86,7 +86,8 @@ pub fn shm_direct_copies() -> u64 {
 
 /// Posts this process's connections (any link) took straight from their poster
 /// (`Qp::transmit_inline`: a suppressed small Send, or an RDMA Read's request on tcp, that
-/// begins its poster's run on an idle QP), since it started.
+/// begins its poster's run on an idle QP; a suppressed RDMA Write copied into an shm peer's
+/// mapping), since it started.
 pub fn inline_posts() -> u64 {
     crate::engine::qp::INLINE_POSTS.load(std::sync::atomic::Ordering::Relaxed)
 }

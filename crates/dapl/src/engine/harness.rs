@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::engine::port::{Connection, Inlines, OutMsg, Payload, TxOutcome};
+use crate::engine::port::{Connection, InlineOutcome, Inlines, OutMsg, Payload, TxOutcome};
 use crate::engine::qp::{
     Completion, CompletionQueue, Qp, QpEvent, QpUpcalls, RecvWr, ReqOp, RxReadFault, RxResponse,
     RxSend, RxWriteFault, RxWriteImmed, Segs, SendWr,
@@ -68,14 +68,18 @@ impl Recorder {
 
     /// The completions reported so far as (queue, cookie, status), forgetting everything.
     pub(crate) fn take_done(&self) -> Vec<(CompletionQueue, u64, DtoStatus)> {
-        self.take()
-            .into_iter()
-            .filter_map(|u| match u {
-                Up::Done(c) => Some((c.queue, c.cookie.0, c.status)),
-                Up::Event(_) => None,
-            })
-            .collect()
+        done_of(&self.take())
     }
+}
+
+/// The completions among `ups` as (queue, cookie, status).
+pub(crate) fn done_of(ups: &[Up]) -> Vec<(CompletionQueue, u64, DtoStatus)> {
+    ups.iter()
+        .filter_map(|u| match u {
+            Up::Done(c) => Some((c.queue, c.cookie.0, c.status)),
+            Up::Event(_) => None,
+        })
+        .collect()
 }
 
 /// A message as a wire carries it (payload bytes copied at transmit).
@@ -153,6 +157,8 @@ pub(crate) struct Wire {
     takes_inline: AtomicBool,
     /// For each logged message, whether it came through `transmit_inline`.
     inline: Mutex<Vec<bool>>,
+    /// The outcome of the next `transmit_inline` that takes its offer (then `Taken`).
+    inline_fails: Mutex<Option<DtoStatus>>,
 }
 
 /// A batch call of the engine ([`Connection::hold`], [`Connection::flush`]).
@@ -173,6 +179,7 @@ impl Wire {
             batches: Mutex::default(),
             takes_inline: AtomicBool::new(false),
             inline: Mutex::default(),
+            inline_fails: Mutex::default(),
         })
     }
 
@@ -180,6 +187,12 @@ impl Wire {
     /// no hook waits: those are for `transmit`).
     pub(crate) fn take_inline(&self) {
         self.takes_inline.store(true, Ordering::Relaxed);
+    }
+
+    /// The next message `transmit_inline` takes fails with `status` (it is logged, not
+    /// delivered), as a link's one-sided copy the peer refused after it began does.
+    pub(crate) fn fail_next_inline(&self, status: DtoStatus) {
+        *self.inline_fails.lock().unwrap() = Some(status);
     }
 
     /// For each message logged so far, whether it came through `transmit_inline`.
@@ -287,18 +300,21 @@ impl Connection for Wire {
         }
     }
 
-    fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
+    fn transmit_inline(&self, msg: &OutMsg<'_>) -> InlineOutcome {
         if !self.takes_inline.load(Ordering::Relaxed)
             || !self.script.lock().unwrap().is_empty()
             || self.hook.lock().unwrap().is_some()
         {
-            return false;
+            return InlineOutcome::Declined;
         }
         let m = Self::msg_of(msg);
         self.log.lock().unwrap().push(m.clone());
         self.inline.lock().unwrap().push(true);
+        if let Some(status) = self.inline_fails.lock().unwrap().take() {
+            return InlineOutcome::Failed(status);
+        }
         self.queue.lock().unwrap().push_back(m);
-        true
+        InlineOutcome::Taken
     }
 
     fn transmit(&self, msg: OutMsg<'_>) -> TxOutcome {

@@ -101,6 +101,19 @@ pub(crate) enum TxOutcome {
     PeerClosed,
 }
 
+/// What became of a message offered to [`Connection::transmit_inline`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InlineOutcome {
+    /// Not taken (nothing of it done): it takes `transmit`.
+    Declined,
+    /// Written: done as a `TxOutcome::Sent` message is.
+    Taken,
+    /// Attempted and failed as `TxOutcome::Failed` says (a one-sided copy the peer's table
+    /// refused after it began, a source revoked meanwhile): the WR completes with it and the
+    /// connection breaks, as from `transmit`; it is not offered again.
+    Failed(DtoStatus),
+}
+
 /// What a connection may take inline ([`Connection::takes_inline`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Inlines {
@@ -140,18 +153,20 @@ pub(crate) trait Connection: Send + Sync {
     fn transmit_unreported(&self, msg: OutMsg<'_>) -> TxOutcome {
         self.transmit(msg)
     }
-    /// A Send whose success is not reported (SUPPRESS), or a Read Request (its WR goes into the
-    /// ORQ under the same hold of the QP's lock), offered by a poster that holds the QP's lock
-    /// while nothing else of the QP's is queued, in the link, or being transmitted
-    /// (`Qp::transmit_inline`): a link that can write it at once, without blocking and without
-    /// calling the engine, does so and returns true (as if `transmit_unreported` had returned
-    /// `Sent`); otherwise false (no room, the connection ending, a message it does not take
-    /// this way), and the engine queues it and transmits it as usual. Called with the QP's
+    /// A Send or RDMA Write whose success is not reported (SUPPRESS), a Read Request (its WR
+    /// goes into the ORQ under the same hold of the QP's lock), or the Read Response to a lone
+    /// Read Request (`Qp::respond_inline`), offered while nothing else of the QP's is queued,
+    /// in the link, or being transmitted (`Qp::transmit_inline`): a link that can write it at
+    /// once, without blocking and without calling the engine, does so and returns `Taken` (as
+    /// if `transmit_unreported` had returned `Sent`), or `Failed` if the attempt failed as a
+    /// `transmit` would have; otherwise `Declined` (no room, the connection ending, a message
+    /// it does not take this way: nothing of it done), and the engine queues it and transmits
+    /// it as usual. Called with the QP's
     /// lock held: the link may take its own locks that come after the engine's, nothing else.
     /// A connection that wraps another passes it on only if it adds nothing per message (the
     /// fault injector declines, so that its faults apply to every message).
-    fn transmit_inline(&self, _msg: &OutMsg<'_>) -> bool {
-        false
+    fn transmit_inline(&self, _msg: &OutMsg<'_>) -> InlineOutcome {
+        InlineOutcome::Declined
     }
     /// Which messages [`transmit_inline`](Self::transmit_inline) can take at all: asked once,
     /// when the connection is established, so that a post the link never takes that way costs

@@ -596,6 +596,13 @@ impl Qp {
                 c.orq.push_back(wr);
                 return Ok(());
             }
+            Inline::Failed(status, conn_id) => {
+                // As a refusal from `transmit`: reported (errors always are), then the break.
+                drop(c);
+                self.complete_send(&wr, status, 0);
+                self.end_connection_of(conn_id, ConnectionEventKind::Broken, true);
+                return Ok(());
+            }
         }
         c.sq.push_back(wr);
         self.pump_locked(c);

@@ -2,7 +2,7 @@
 //! read request is checked against the memory table before a byte moves.
 
 use super::{Qp, QpCore, ReadWork, RecvOp, RecvWr, SendWr};
-use crate::engine::port::{OutMsg, Payload};
+use crate::engine::port::{InlineOutcome, OutMsg, Payload};
 use crate::mem::{seg_span, InvalidateFault, RemoteFault, Seg};
 use crate::types::{DtoStatus, EpState, MemPriv};
 
@@ -283,11 +283,12 @@ impl Qp {
         let Some(conn) = c.conn.as_ref() else {
             return false;
         };
+        // A link that takes responses this way only writes them (no outcome but taken or not).
         let taken = conn.transmit_inline(&OutMsg::ReadResponse {
             sink_stag,
             sink_to,
             payload: Payload::Segs(std::slice::from_ref(seg)),
-        });
+        }) == InlineOutcome::Taken;
         #[cfg(feature = "testing")]
         if taken {
             super::INLINE_RESPONSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

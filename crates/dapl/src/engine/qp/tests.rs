@@ -5,7 +5,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::engine::harness::{one_end, recv_wr, send_wr, Batch, Delivered, Msg, Pair, Up, PZ};
+use crate::engine::harness::{
+    done_of, one_end, recv_wr, send_wr, Batch, Delivered, Msg, Pair, Up, PZ,
+};
 use crate::engine::port::{Payload, TxOutcome};
 use crate::engine::qp::{
     Completion, CompletionQueue, QpEvent, ReqOp, RxResponse, RxSend, RxWriteFault,
@@ -635,6 +637,23 @@ fn only_suppressed_sends_and_writes_and_reads_go_inline() {
     assert_eq!(p.a.wire.inline_log(), [false, false, true]);
     post_read(&p, 4, 0, 8, CompletionFlags::empty());
     assert_eq!(p.a.wire.inline_log(), [false, false, true, true]);
+}
+
+#[test]
+fn a_suppressed_write_whose_inline_attempt_failed_is_reported_once_and_breaks_the_connection() {
+    let p = pair();
+    p.a.wire.take_inline();
+    p.a.wire.fail_next_inline(DtoStatus::RemoteAccess);
+    let mut w = send_wr(ReqOp::Write, 7, p.a.segs(&p.mem, 0, 8), p.b.remote(0, 8));
+    w.flags = CompletionFlags::SUPPRESS;
+    p.a.qp.post_send(w).unwrap();
+    // Offered once, not queued and transmitted again.
+    assert_eq!(p.a.wire.inline_log(), [true]);
+    let ups = p.a.up.take();
+    assert_eq!(done_of(&ups), [(Request, 7, DtoStatus::RemoteAccess)]);
+    assert!(one_end(&ups, ConnectionEventKind::Broken), "{ups:?}");
+    assert_eq!(p.a.qp.state(), EpState::Disconnected);
+    assert_eq!(p.a.wire.log().len(), 1, "nothing transmitted after the end");
 }
 
 #[test]

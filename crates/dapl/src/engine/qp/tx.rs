@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 use super::{Lent, Qp, QpCore, ReadWork, ReqOp, SendWr};
-use crate::engine::port::{Connection, OutMsg, Payload, TxOutcome};
+use crate::engine::port::{Connection, InlineOutcome, OutMsg, Payload, TxOutcome};
 use crate::types::{CompletionFlags, ConnectionEventKind, DtoStatus, EpState, RmrTriplet};
 
 /// The connection a batch of messages was held on ([`Connection::hold`]): flushed when the
@@ -45,6 +45,9 @@ pub(crate) enum Inline {
     Sent,
     /// A Read's request, written: the WR goes into the ORQ (under the same hold of the lock).
     Read,
+    /// Attempted and failed (`InlineOutcome::Failed`): the WR completes with this status and
+    /// the connection (this id) breaks, once the QP's lock is let go.
+    Failed(DtoStatus, u64),
 }
 
 /// Where a Read's response lands, as its request names it: the address of its first segment.
@@ -157,20 +160,21 @@ impl Qp {
         let Some(conn) = c.conn.as_ref() else {
             return Inline::Declined;
         };
-        let taken = if read {
+        let outcome = if read {
             wr.sink_to = read_sink_to(wr);
             conn.transmit_inline(&read_request(wr))
         } else {
             conn.transmit_inline(&wr_msg(wr))
         };
         #[cfg(feature = "testing")]
-        if taken {
+        if outcome == InlineOutcome::Taken {
             INLINE_POSTS.fetch_add(1, Ordering::Relaxed);
         }
-        match taken {
-            true if read => Inline::Read,
-            true => Inline::Sent,
-            false => Inline::Declined,
+        match outcome {
+            InlineOutcome::Taken if read => Inline::Read,
+            InlineOutcome::Taken => Inline::Sent,
+            InlineOutcome::Failed(status) => Inline::Failed(status, conn.id()),
+            InlineOutcome::Declined => Inline::Declined,
         }
     }
 

@@ -85,8 +85,8 @@ use self::ring::{
     Consumer, Header, Kind, Producer, BROKEN, INVALIDATE, LAST, PULL, READ_REFUSED, SOLICITED,
 };
 use crate::engine::port::{
-    Connection, CrArrivalInfo, CrossMemoryAttach, Inlines, Link, LinkCaps, ListenError,
-    Listener as PortListener, OutMsg, Payload, PendingRequest, Progress, TxOutcome,
+    Connection, CrArrivalInfo, CrossMemoryAttach, InlineOutcome, Inlines, Link, LinkCaps,
+    ListenError, Listener as PortListener, OutMsg, Payload, PendingRequest, Progress, TxOutcome,
     MAX_PRIVATE_DATA,
 };
 use crate::engine::qp::{
@@ -2853,25 +2853,28 @@ impl Connection for ShmConn {
         }
     }
 
-    fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
+    fn transmit_inline(&self, msg: &OutMsg<'_>) -> InlineOutcome {
         if let OutMsg::Write { .. } = msg {
-            // Taken only when the copy was made and still valid; the ring path (nothing
-            // copied) and a refusal go through `transmit` as before, which reports the refusal
-            // (its second look finds it again: the source revoked, the entry gone).
-            return matches!(self.direct(msg), Direct::Done(TxOutcome::Sent));
+            // The copy into the peer's mapping, or its refusal; the ring path (nothing copied)
+            // goes through `transmit`.
+            return match self.direct(msg) {
+                Direct::Done(TxOutcome::Sent) => InlineOutcome::Taken,
+                Direct::Done(TxOutcome::Failed(status)) => InlineOutcome::Failed(status),
+                _ => InlineOutcome::Declined,
+            };
         }
         let mut tx = lock(&self.tx);
         let mark = looks();
         let continues = std::mem::replace(&mut tx.run_mark, mark) == mark;
         if continues || tx.closed || tx.close.is_some() || tx.job.is_some() || tx.held {
-            return false;
+            return InlineOutcome::Declined;
         }
         match Self::push_small_send(&mut tx, msg) {
             Some(Ok(true)) => {
                 self.sent(&mut tx, false);
-                true
+                InlineOutcome::Taken
             }
-            _ => false,
+            _ => InlineOutcome::Declined,
         }
     }
 

@@ -39,7 +39,7 @@ use socket2::Socket;
 use self::cut_through::Cut;
 use self::tx::{Piece, TxJob, BATCH_FPDUS};
 use super::{lock, Shared, LINGER};
-use crate::engine::port::{Connection, Inlines, Listener, OutMsg, TxOutcome};
+use crate::engine::port::{Connection, InlineOutcome, Inlines, Listener, OutMsg, TxOutcome};
 use crate::engine::qp::{Qp, RecvWr};
 use crate::types::{DtoStatus, EpState, IaAddress};
 
@@ -547,8 +547,12 @@ impl Connection for TcpConn {
         out
     }
 
-    fn transmit_inline(&self, msg: &OutMsg<'_>) -> bool {
-        self.send_inline(msg)
+    fn transmit_inline(&self, msg: &OutMsg<'_>) -> InlineOutcome {
+        if self.send_inline(msg) {
+            InlineOutcome::Taken
+        } else {
+            InlineOutcome::Declined
+        }
     }
 
     fn takes_inline(&self) -> Inlines {
