@@ -549,7 +549,7 @@ impl Pair {
                 src_stag,
                 src_to,
             } => Delivered::ReadRequest(
-                to.rx_read_request(*sink_stag, *sink_to, *len, *src_stag, *src_to),
+                to.rx_read_request(*sink_stag, *sink_to, *len, *src_stag, *src_to, true),
             ),
             Msg::ReadResponse { bytes, .. } => {
                 Delivered::ReadResponse(to.rx_read_response(Payload::Bytes(bytes)))

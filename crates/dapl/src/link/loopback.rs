@@ -242,7 +242,7 @@ impl Connection for LoopConn {
                 len,
                 src_stag,
                 src_to,
-            } => match peer.rx_read_request(sink_stag, sink_to, len, src_stag, src_to) {
+            } => match peer.rx_read_request(sink_stag, sink_to, len, src_stag, src_to, true) {
                 Ok(()) => TxOutcome::Sent,
                 Err(RxReadFault::Access(f)) => refused(DtoStatus::RemoteAccess, &f),
                 Err(RxReadFault::IrdExceeded) => {

@@ -196,9 +196,12 @@ impl Qp {
         RxWriteImmed::Placed
     }
 
-    /// Inbound RDMA Read Request that arrived alone: checked (IRD, STag, PZ, REMOTE_READ,
-    /// bounds), then answered at once by the link if it can ([`Qp::respond_inline`]), else
-    /// queued for the transmit side, which sends the responses in request order.
+    /// Inbound RDMA Read Request: checked (IRD, STag, PZ, REMOTE_READ, bounds), then, if it
+    /// arrived `alone` (nothing received with it waits to be handled), answered at once by the
+    /// link if it can ([`Qp::respond_inline`]), else queued for the transmit side and pumped.
+    /// Not alone: only queued; the link calls [`Qp::pump`] once it has handled what it
+    /// received at once, so that the responses to several Read Requests go out together. The
+    /// transmit side sends queued responses in request order.
     pub(crate) fn rx_read_request(
         &self,
         sink_stag: u32,
@@ -206,40 +209,8 @@ impl Qp {
         len: u64,
         src_stag: u32,
         src_to: u64,
-    ) -> std::result::Result<(), RxReadFault> {
-        if !self.take_read_request(sink_stag, sink_to, len, src_stag, src_to, true)? {
-            self.pump();
-        }
-        Ok(())
-    }
-
-    /// As [`Qp::rx_read_request`], but the response is only queued: the link calls
-    /// [`Qp::pump`] once it has handled what it received at once, so that the responses to
-    /// several Read Requests go out together.
-    pub(crate) fn rx_read_request_queued(
-        &self,
-        sink_stag: u32,
-        sink_to: u64,
-        len: u64,
-        src_stag: u32,
-        src_to: u64,
-    ) -> std::result::Result<(), RxReadFault> {
-        self.take_read_request(sink_stag, sink_to, len, src_stag, src_to, false)
-            .map(|_| ())
-    }
-
-    /// Checks a Read Request against the memory table and IRD, then answers it at once (true)
-    /// if `alone` (nothing received with it waits to be handled) and [`Qp::respond_inline`]
-    /// can, else queues its response (false: the caller pumps).
-    fn take_read_request(
-        &self,
-        sink_stag: u32,
-        sink_to: u64,
-        len: u64,
-        src_stag: u32,
-        src_to: u64,
         alone: bool,
-    ) -> std::result::Result<bool, RxReadFault> {
+    ) -> std::result::Result<(), RxReadFault> {
         let seg = self
             .memtable
             .resolve_remote(src_stag, src_to, len, self.pz_id, MemPriv::REMOTE_READ)
@@ -252,14 +223,18 @@ impl Qp {
             return Err(RxReadFault::IrdExceeded);
         }
         if alone && self.respond_inline(&c, sink_stag, sink_to, &seg) {
-            return Ok(true);
+            return Ok(());
         }
         c.irq.push_back(ReadWork {
             sink_stag,
             sink_to,
             seg,
         });
-        Ok(false)
+        drop(c);
+        if alone {
+            self.pump();
+        }
+        Ok(())
     }
 
     /// Offers the response to a Read Request straight to the link, under the QP's lock (`c`),

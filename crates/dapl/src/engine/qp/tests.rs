@@ -493,7 +493,14 @@ fn responses_to_read_requests_received_together_go_out_as_one_held_batch() {
     // socket): queued, then one pump.
     for k in 0..3u64 {
         p.b.qp
-            .rx_read_request_queued(p.a.stag, k * 64, 64, p.b.stag, p.b.region.addr() + k * 64)
+            .rx_read_request(
+                p.a.stag,
+                k * 64,
+                64,
+                p.b.stag,
+                p.b.region.addr() + k * 64,
+                false,
+            )
             .unwrap();
     }
     assert!(
@@ -513,7 +520,7 @@ fn a_lone_message_is_never_held() {
     let p = pair();
     post_send(&p, 1, 0, 8);
     p.b.qp
-        .rx_read_request(p.a.stag, 0, 8, p.b.stag, p.b.region.addr())
+        .rx_read_request(p.a.stag, 0, 8, p.b.stag, p.b.region.addr(), true)
         .unwrap();
     assert_eq!(sends_logged(&p), 1);
     assert_eq!(p.b.wire.log().len(), 1);

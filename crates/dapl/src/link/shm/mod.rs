@@ -2200,7 +2200,7 @@ impl ShmConn {
             }
             Kind::ReadRequest => {
                 let (src_stag, len) = (h.c as u32, h.c >> 32);
-                match qp.rx_read_request(h.stag, h.a, len, src_stag, h.b) {
+                match qp.rx_read_request(h.stag, h.a, len, src_stag, h.b, true) {
                     Ok(()) => Step::Go,
                     Err(RxReadFault::Access(_)) => self.fail(rx, true),
                     Err(RxReadFault::IrdExceeded) => self.fail(rx, false),

@@ -29,7 +29,7 @@ use super::cut_through::{CutSrc, CutStep};
 use super::tx::parse_write_immed_data;
 use super::{take_flag, Phase, Rx, TcpConn, RX_BUF};
 use crate::engine::port::Payload;
-use crate::engine::qp::{place_at, PlaceFault, Qp, RxReadFault, RxResponse, RxTake, RxWriteFault};
+use crate::engine::qp::{place_at, PlaceFault, RxReadFault, RxResponse, RxTake, RxWriteFault};
 use crate::link::tcp::{lock, LINGER, RNR_GRACE};
 use crate::mem::{InvalidateFault, RemoteFault};
 use crate::types::{ConnectionEventKind, DtoStatus};
@@ -571,19 +571,17 @@ impl TcpConn {
                 // Alone (nothing received after it waits in the buffer): answered now, written
                 // at once if nothing of the QP's is queued before it. Else answered once what
                 // was received at once is handled (`process`), in one batch.
-                let take = if rx.start == rx.end {
-                    Qp::rx_read_request
-                } else {
+                let alone = rx.start == rx.end;
+                if !alone {
                     self.reads_queued.store(true, Ordering::SeqCst);
-                    Qp::rx_read_request_queued
-                };
-                match take(
-                    &ep,
+                }
+                match ep.rx_read_request(
                     request.sink_stag,
                     request.sink_to,
                     request.size as u64,
                     request.source_stag,
                     request.source_to,
+                    alone,
                 ) {
                     Ok(()) => Step::Go,
                     Err(RxReadFault::Access(f)) => self.fail_in(rx, rdmap_cause(f), ulpdu),
