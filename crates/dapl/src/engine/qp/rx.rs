@@ -245,14 +245,7 @@ impl Qp {
     /// is answered here only when none is queued. True if the link wrote it (or kept it as
     /// its own backlog); false: queue it.
     fn respond_inline(&self, c: &QpCore, sink_stag: u32, sink_to: u64, seg: &Seg) -> bool {
-        if !c.conn_inlines.responses
-            || !c.irq.is_empty()
-            || !c.sq.is_empty()
-            || !c.lent.is_empty()
-            || c.tx_stalled
-            || c.in_transmit
-            || !self.tx_turns.idle()
-        {
+        if !c.conn_inlines.responses || !self.transmit_idle(c) {
             return false;
         }
         let Some(conn) = c.conn.as_ref() else {

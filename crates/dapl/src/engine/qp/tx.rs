@@ -146,14 +146,9 @@ impl Qp {
                 }
         };
         if !offered
-            || !c.sq.is_empty()
-            || !c.irq.is_empty()
-            || !c.lent.is_empty()
-            || c.tx_stalled
-            || c.in_transmit
+            || !self.transmit_idle(c)
             || (wr.flags.contains(CompletionFlags::BARRIER_FENCE) && c.reads_pending())
             || self.rnr_blocked.load(Ordering::SeqCst)
-            || !self.tx_turns.idle()
         {
             return Inline::Declined;
         }
@@ -176,6 +171,19 @@ impl Qp {
             InlineOutcome::Failed(status) => Inline::Failed(status, conn.id()),
             InlineOutcome::Declined => Inline::Declined,
         }
+    }
+
+    /// Nothing of this QP's waits to be transmitted or is being transmitted (`c`: its core,
+    /// locked): no Send Queue or response queued, nothing lent or stalled in the link, no WR
+    /// in `transmit`, the transmit turn idle. What a message written straight by the link
+    /// ([`Qp::transmit_inline`], [`Qp::respond_inline`]) needs, so that it goes out in order.
+    pub(super) fn transmit_idle(&self, c: &QpCore) -> bool {
+        c.sq.is_empty()
+            && c.irq.is_empty()
+            && c.lent.is_empty()
+            && !c.tx_stalled
+            && !c.in_transmit
+            && self.tx_turns.idle()
     }
 
     /// Transmits the queued work while the link takes it; `held`: the QP's lock, taken by the
