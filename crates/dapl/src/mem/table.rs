@@ -176,9 +176,8 @@ impl Default for MemTable {
 }
 
 /// What a local resolution reads of an LMR's entry.
-#[derive(Clone)]
-struct LocalView<R> {
-    region: R,
+#[derive(Clone, Copy)]
+struct LocalView {
     base_va: u64,
     region_offset: usize,
     len: u64,
@@ -186,7 +185,17 @@ struct LocalView<R> {
     privs: MemPriv,
 }
 
-impl<R> LocalView<R> {
+impl LocalView {
+    fn of(e: &Entry) -> LocalView {
+        LocalView {
+            base_va: e.base_va,
+            region_offset: e.region_offset,
+            len: e.len,
+            pz: e.pz,
+            privs: e.privs,
+        }
+    }
+
     /// The checks of [`MemTable::resolve_local`], in its order; the range inside the LMR.
     fn check(
         &self,
@@ -233,12 +242,13 @@ struct LocalCache {
 }
 
 /// One cached resolution: the table's id, its removal count when filled, the LMR context and
-/// the entry.
+/// the entry (its region held weakly).
 struct Way {
     table: u64,
     removals: u64,
     stag: u32,
-    view: LocalView<Weak<RegionMemory>>,
+    region: Weak<RegionMemory>,
+    view: LocalView,
 }
 
 /// Entries per thread: a sink and a source of a few endpoints.
@@ -256,30 +266,22 @@ thread_local! {
 impl LocalCache {
     /// The cached entry of `stag` in table `table` if it was filled at `removals`, its region
     /// still alive.
-    fn get(table: u64, removals: u64, stag: u32) -> Option<LocalView<Arc<RegionMemory>>> {
+    fn get(table: u64, removals: u64, stag: u32) -> Option<(Arc<RegionMemory>, LocalView)> {
         LOCAL
             .try_with(|c| {
                 let c = c.try_borrow().ok()?;
-                let v = &c
+                let w = c
                     .ways
                     .iter()
                     .flatten()
-                    .find(|w| (w.table, w.removals, w.stag) == (table, removals, stag))?
-                    .view;
-                Some(LocalView {
-                    region: v.region.upgrade()?,
-                    base_va: v.base_va,
-                    region_offset: v.region_offset,
-                    len: v.len,
-                    pz: v.pz,
-                    privs: v.privs,
-                })
+                    .find(|w| (w.table, w.removals, w.stag) == (table, removals, stag))?;
+                Some((w.region.upgrade()?, w.view))
             })
             .ok()
             .flatten()
     }
 
-    fn put(table: u64, removals: u64, stag: u32, v: LocalView<Weak<RegionMemory>>) {
+    fn put(table: u64, removals: u64, stag: u32, region: Weak<RegionMemory>, view: LocalView) {
         let _ = LOCAL.try_with(|c| {
             if let Ok(mut c) = c.try_borrow_mut() {
                 let same = c.ways.iter().position(|w| {
@@ -294,7 +296,8 @@ impl LocalCache {
                     table,
                     removals,
                     stag,
-                    view: v,
+                    region,
+                    view,
                 });
             }
         });
@@ -554,47 +557,29 @@ impl MemTable {
         pz: u64,
         need: MemPriv,
     ) -> Result<Seg, LocalFault> {
-        let removals = self.removals.load(Ordering::Acquire);
-        if let Some(v) = LocalCache::get(self.id, removals, lmr_context) {
+        let seg = |region, v: LocalView| {
             let (offset, len) = v.check(va, len, pz, need)?;
-            return Ok(Seg {
-                region: v.region,
+            Ok(Seg {
+                region,
                 offset,
                 len,
-            });
+            })
+        };
+        let removals = self.removals.load(Ordering::Acquire);
+        if let Some((region, v)) = LocalCache::get(self.id, removals, lmr_context) {
+            return seg(region, v);
         }
-        let (r, fill) = self.with_entry(lmr_context, |e| {
-            let Some(e) = e.filter(|e| e.kind == EntryKind::Lmr) else {
-                return (Err(LocalFault::InvalidContext), None);
-            };
-            let v = LocalView {
-                region: &e.region,
-                base_va: e.base_va,
-                region_offset: e.region_offset,
-                len: e.len,
-                pz: e.pz,
-                privs: e.privs,
-            };
-            let r = v.check(va, len, pz, need).map(|(offset, len)| Seg {
-                region: e.region.clone(),
-                offset,
-                len,
-            });
-            let fill = LocalView {
-                region: Arc::downgrade(&e.region),
-                base_va: v.base_va,
-                region_offset: v.region_offset,
-                len: v.len,
-                pz: v.pz,
-                privs: v.privs,
-            };
-            // Read under the lock: the count of the table this entry was read from.
-            (r, Some((self.removals.load(Ordering::Relaxed), fill)))
+        let found = self.with_entry(lmr_context, |e| {
+            let e = e.filter(|e| e.kind == EntryKind::Lmr)?;
+            // The count read under the lock: that of the table the entry was read from.
+            let removals = self.removals.load(Ordering::Relaxed);
+            Some((e.region.clone(), LocalView::of(e), removals))
         });
-        if let Some((removals, fill)) = fill {
-            LocalCache::put(self.id, removals, lmr_context, fill);
-        }
-        r
+        let Some((region, v, removals)) = found else {
+            return Err(LocalFault::InvalidContext);
+        };
+        LocalCache::put(self.id, removals, lmr_context, Arc::downgrade(&region), v);
+        seg(region, v)
     }
 
     /// Checks an inbound remote access of `len` bytes at tagged offset `to` under `stag`, for an
