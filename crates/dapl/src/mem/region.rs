@@ -275,12 +275,7 @@ impl RegionMemory {
     /// Every access from this process is atomic (module doc), so the other process's writes
     /// are never a data race here; what it writes is data to validate, never trusted.
     pub fn map_shared(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
-        Ok(RegionMemory::with_parts(
-            mmap_shared(fd, len, true, false)?,
-            len,
-            Owner::Mapped,
-            false,
-        ))
+        Self::map_shared_rw(fd, len, false)
     }
 
     /// [`map_shared`](Self::map_shared) with every page mapped at once, for memory that is
@@ -288,8 +283,12 @@ impl RegionMemory {
     /// path (a ring: each of its pages faulted in both processes on the first lap, a pair of
     /// 8-byte round trips in every 64 took 2-4 us instead of 0.6).
     pub fn map_shared_populated(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
+        Self::map_shared_rw(fd, len, true)
+    }
+
+    fn map_shared_rw(fd: BorrowedFd<'_>, len: usize, populate: bool) -> io::Result<Self> {
         Ok(RegionMemory::with_parts(
-            mmap_shared(fd, len, true, true)?,
+            mmap_shared(fd, len, true, populate)?,
             len,
             Owner::Mapped,
             false,
