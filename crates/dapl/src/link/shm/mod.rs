@@ -2001,6 +2001,10 @@ impl ShmConn {
         // below, handles the rest.
         let mut budget = rx.ring.cap();
         loop {
+            // Broken while handling the last record (taken before its failed completion).
+            if rx.done {
+                break;
+            }
             if budget == 0 {
                 ring_bell(&self.bell);
                 break;
@@ -2031,19 +2035,13 @@ impl ShmConn {
                     Step::Stop
                 }
             };
-            // Consumed (the head published, then the fence and the look at the producer's
-            // waiting flag) as soon as it is handled, not once for a batch: a batch's head came
-            // later than its records' completions here, so a peer that reacted to one could
-            // find its records not yet consumed (its next one-sided copy took the ring path in
-            // a test, one run in five; and a reply to a lent message could overtake its return).
+            // Consumed (the head published, then the fence and the look at the producer's waiting
+            // flag) per record, not once for a batch, and a record that completes a receive
+            // before its completion is reported (`Step::Taken`): a peer that reacts to a
+            // completion finds its records consumed (architecture.md, "The shm link").
             match step {
                 Step::Go => wake_producer |= rx.ring.consume(&rec),
-                Step::Taken(wake) => {
-                    wake_producer |= wake;
-                    if rx.done {
-                        break;
-                    }
-                }
+                Step::Taken(wake) => wake_producer |= wake,
                 Step::Stall => break,
                 Step::Stop => {
                     wake_producer |= rx.ring.consume(&rec);
