@@ -44,18 +44,22 @@ const WAIT_SPIN: Duration = Duration::from_micros(50);
 pub const TIMEOUT_INFINITE: Option<Duration> = None;
 
 thread_local! {
-    /// Hand-off: while this thread's `dequeue` on an empty EVD polls the link, that EVD (its
-    /// address), until the poll produced a DTO completion for it: then [`HANDED_OFF`], and the
-    /// completion is in [`HANDED`], which `dequeue` returns without queueing it (no lock to
-    /// push it, none to pop it: it is the event a push and a pop would have returned, since the
-    /// queue was empty). 0: no `dequeue` polls. A plain cell, as every empty poll arms it.
+    /// Hand-off: while this thread's `dequeue` (or `dequeue_into`) on an empty EVD polls the
+    /// link, that EVD (its address), until the poll produced as many DTO completions for it as
+    /// the call returns ([`HANDOFF_MAX`]): then [`HANDED_OFF`]. The completions are in
+    /// [`HANDED`], which the call returns without queueing them (no lock to push them, none to
+    /// pop them: they are the events pushes and pops would have returned, since the queue was
+    /// empty when each came). 0: no `dequeue` polls. A plain cell, as every empty poll arms it.
     static HANDOFF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// The completion handed off, and whether it was signalled.
-    static HANDED: std::cell::RefCell<Option<(Event, bool)>> =
-        const { std::cell::RefCell::new(None) };
+    /// How many completions the armed call takes.
+    static HANDOFF_MAX: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
+    /// The completions handed off, in order, and whether each was signalled (reused from call
+    /// to call: no allocation once it has held the most a call asked for).
+    static HANDED: std::cell::RefCell<Vec<(Event, bool)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// `HANDOFF` once a completion was handed off (never an EVD's address).
+/// `HANDOFF` once the armed call's completions were all handed off (never an EVD's address).
 const HANDED_OFF: usize = 1;
 
 pub(crate) struct EvdState {
@@ -266,11 +270,15 @@ impl EvdInner {
         }
         let mut event = Some((event, signalled));
         let _ = HANDED.try_with(|h| {
-            // Armed for this EVD and nothing handed off yet: the slot is empty (`disarm`
-            // empties it whenever it disarms `HANDED_OFF`).
-            let before = h.replace(event.take());
-            debug_assert!(before.is_none(), "a hand-off slot armed while full");
-            HANDOFF.set(HANDED_OFF);
+            let Ok(mut h) = h.try_borrow_mut() else {
+                return;
+            };
+            // Armed for this EVD with room left (`disarm` empties the slots whenever it
+            // disarms).
+            h.extend(event.take());
+            if h.len() >= HANDOFF_MAX.get() {
+                HANDOFF.set(HANDED_OFF);
+            }
         });
         event.map(|(e, _)| e)
     }
@@ -342,38 +350,57 @@ impl EvdInner {
 }
 
 /// This thread's `HANDOFF` armed for one `dequeue` of an EVD. Dropped without [`take`]
-/// (the poll unwound), it disarms the slot and queues what the poll handed off.
+/// (the poll unwound), it disarms the slots and queues what the poll handed off.
 struct Armed<'a>(&'a Arc<EvdInner>);
 
 impl<'a> Armed<'a> {
-    /// Arms the slot for `evd`, unless a `dequeue` further out in this thread has.
-    fn arm(evd: &'a Arc<EvdInner>) -> Option<Armed<'a>> {
+    /// Arms the slots for `evd` and `max` (at least 1) completions, unless a `dequeue` further
+    /// out in this thread has.
+    fn arm(evd: &'a Arc<EvdInner>, max: usize) -> Option<Armed<'a>> {
         HANDOFF.with(|h| {
             (h.get() == 0).then(|| {
+                HANDOFF_MAX.set(max.max(1));
                 h.set(Arc::as_ptr(evd) as usize);
                 Armed(evd)
             })
         })
     }
 
-    /// Disarms the slot and returns what the poll handed off.
-    fn take(self) -> Option<Event> {
-        Self::disarm().map(|(ev, _)| ev)
+    /// Disarms the slots and gives `sink` what the poll handed off, in order.
+    fn take(self, mut sink: impl FnMut(Event)) -> usize {
+        let mut n = 0;
+        Self::disarm(|ev, _| {
+            n += 1;
+            sink(ev);
+        });
+        std::mem::forget(self); // disarmed
+        n
     }
 
-    fn disarm() -> Option<(Event, bool)> {
-        if HANDOFF.try_with(|h| h.replace(0)).ok()? != HANDED_OFF {
-            return None;
+    fn disarm(mut each: impl FnMut(Event, bool)) {
+        if HANDOFF.try_with(|h| h.replace(0)) == Ok(0) {
+            return;
         }
-        HANDED.try_with(|h| h.borrow_mut().take()).ok().flatten()
+        let _ = HANDED.try_with(|h| {
+            // Taken out first: `each` may push to an EVD (`Drop`), which looks at these slots.
+            let mut taken = std::mem::take(&mut *h.borrow_mut());
+            for (ev, signalled) in taken.drain(..) {
+                each(ev, signalled);
+            }
+            // The (now empty) buffer back, for the next call.
+            let mut slot = h.borrow_mut();
+            if slot.is_empty() {
+                *slot = taken;
+            }
+        });
     }
 }
 
 impl Drop for Armed<'_> {
     fn drop(&mut self) {
-        if let Some((ev, signalled)) = Self::disarm() {
+        Self::disarm(|ev, signalled| {
             self.0.push(ev, signalled);
-        }
+        });
     }
 }
 
@@ -415,16 +442,62 @@ impl Evd {
         }
         // The poll's first DTO completion for this EVD comes back through `HANDOFF` (unless a
         // `dequeue` further out in this thread is polling: then it is queued as usual).
-        let armed = Armed::arm(self.0.arc());
+        let armed = Armed::arm(self.0.arc(), 1);
         let handled = self.0.poll_progress();
-        if let Some(ev) = armed.and_then(Armed::take) {
-            return Ok(Some(ev.into_user()));
+        let mut got = None;
+        if let Some(armed) = armed {
+            armed.take(|ev| got = Some(ev.into_user()));
+        }
+        if got.is_some() {
+            return Ok(got);
         }
         if handled {
             let mut s = self.0.lock();
             return Ok(self.0.pop(&mut s));
         }
         Ok(None)
+    }
+
+    /// Removes up to `max` events, oldest first, and appends them to `out`; returns how many
+    /// (0 at once if the EVD is empty). The batch form of [`dequeue`](Self::dequeue), as
+    /// `ibv_poll_cq` takes up to `num_entries` completions: one look at the link and one
+    /// hold of the queue's lock for the lot, and completions that the look produces go
+    /// straight to `out`, never queued. `out` only grows: reuse it (cleared) from call to
+    /// call and nothing is allocated once it has held `max` events.
+    pub fn dequeue_into(&self, out: &mut Vec<Event>, max: usize) -> Result<usize> {
+        self.check("evd_dequeue")?;
+        if max == 0 {
+            return Ok(0);
+        }
+        self.0.progress.flush();
+        out.reserve(max);
+        let mut n = 0;
+        if self.0.queued.load(Ordering::Acquire) > 0 {
+            let mut s = self.0.lock();
+            while n < max {
+                let Some(ev) = self.0.pop(&mut s) else { break };
+                out.push(ev);
+                n += 1;
+            }
+            if n > 0 {
+                return Ok(n);
+            }
+        }
+        let armed = Armed::arm(self.0.arc(), max);
+        let handled = self.0.poll_progress();
+        if let Some(armed) = armed {
+            n += armed.take(|ev| out.push(ev.into_user()));
+        }
+        // What the look queued (behind what it handed off, or for a call further out).
+        if (handled || n > 0) && n < max && self.0.queued.load(Ordering::Acquire) > 0 {
+            let mut s = self.0.lock();
+            while n < max {
+                let Some(ev) = self.0.pop(&mut s) else { break };
+                out.push(ev);
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// Waits up to `timeout` (`None` = forever) until at least `threshold` events are queued

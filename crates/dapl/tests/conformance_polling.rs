@@ -387,3 +387,57 @@ per_link!(
         p.close();
     }
 );
+
+per_link!(
+    a_batch_dequeue_returns_every_completion_once_in_order_and_at_most_max,
+    |link| {
+        // `Evd::dequeue_into`: completions a look at the link produces go straight to the
+        // caller's batch, the rest stay queued for the next call; none is lost, repeated or
+        // reordered, and no call returns more than it was asked for.
+        const N: u64 = 40;
+        const MAX: usize = 7;
+        let p = Pair::new(link);
+        let inbox = p.a.lmr(8 * N as usize);
+        for i in 0..N {
+            p.a.ep
+                .post_recv(&[inbox.triplet(8 * i, 8)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        let out = p.b.lmr(8 * N as usize);
+        for i in 0..N {
+            out.write(8 * i as usize, &i.to_le_bytes()).unwrap();
+            p.b.ep
+                .post_send(&[out.triplet(8 * i, 8)], i, CompletionFlags::SUPPRESS)
+                .unwrap();
+        }
+        let mut batch = Vec::new();
+        assert_eq!(p.a.recv_evd.dequeue_into(&mut batch, 0).unwrap(), 0);
+        let mut cookies = Vec::new();
+        let end = Instant::now() + T.unwrap();
+        while (cookies.len() as u64) < N {
+            assert!(Instant::now() < end, "only {} completions", cookies.len());
+            batch.clear();
+            let n = p.a.recv_evd.dequeue_into(&mut batch, MAX).unwrap();
+            assert_eq!(n, batch.len());
+            assert!(n <= MAX, "{n} events for a batch of at most {MAX}");
+            for ev in &batch {
+                let d = ev.as_dto().expect("a DTO completion");
+                assert_eq!(d.status, DtoStatus::Success);
+                assert_eq!(d.operation, DtoOp::Receive);
+                cookies.push(d.cookie.0);
+            }
+            if n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        assert_eq!(cookies, (0..N).collect::<Vec<_>>());
+        for i in 0..N {
+            let mut b = [0u8; 8];
+            inbox.read(8 * i as usize, &mut b).unwrap();
+            assert_eq!(u64::from_le_bytes(b), i);
+        }
+        batch.clear();
+        poll_empty(&p.a.recv_evd, POLL_FOR);
+        assert_eq!(p.a.recv_evd.dequeue_into(&mut batch, MAX).unwrap(), 0);
+    }
+);

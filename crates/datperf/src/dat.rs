@@ -62,6 +62,8 @@ const REPLY_LEN: usize = 24;
 const PAGE: u64 = 4096;
 /// Outstanding operations in bandwidth runs (perftest's default TX depth is 128).
 pub const WINDOW: u32 = 64;
+/// Completions a receiving server takes from its EVD at a time (`Evd::dequeue_into`).
+const BATCH: usize = 32;
 /// Receives the server keeps posted in send bandwidth runs.
 const RECV_DEPTH: usize = 256;
 /// Receives each side keeps posted in the send ping-pong (one spare, so a reply that arrives
@@ -467,6 +469,34 @@ impl Conn {
                     Ok(None) => self.check_alive(start, what)?,
                     Err(e) => return Err(e.into()),
                 }
+            }
+        }
+    }
+
+    /// Appends the next completions of the DTO EVD to `out` (at least one, at most
+    /// [`BATCH`]), found as [`next_dto`](Self::next_dto) finds one: as `ibv_poll_cq` takes
+    /// several, one look at the link and one hold of the queue for the lot
+    /// (`Evd::dequeue_into`).
+    fn next_dtos(&self, out: &mut Vec<Event>, what: &str) -> Result<()> {
+        if self.dto.dequeue_into(out, BATCH)? > 0 {
+            return Ok(());
+        }
+        if self.spec.poll {
+            return busy_poll(
+                || Ok((self.dto.dequeue_into(out, BATCH)? > 0).then_some(())),
+                |start| self.check_alive(start, what),
+            );
+        }
+        let start = Instant::now();
+        loop {
+            match self.dto.wait(Some(Duration::from_secs(1)), 1) {
+                Ok(Some((ev, _))) => {
+                    out.push(ev);
+                    self.dto.dequeue_into(out, BATCH - 1)?;
+                    return Ok(());
+                }
+                Ok(None) => self.check_alive(start, what)?,
+                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -1022,15 +1052,19 @@ fn serve_conn(c: &Conn, cr: &ConnectionRequest) -> Result<()> {
             }
         }
         (Op::Send, _) => {
+            const WHAT: &str = "the client's sends";
             let dst = [c.dst()];
             let (mut got, mut posted) = (0u64, first_recvs);
+            let mut batch = Vec::with_capacity(BATCH);
             while got < spec.total {
-                let d = c.next_dto("the client's sends")?;
-                if d.operation == DtoOp::Receive {
-                    got += 1;
-                    if posted < spec.total {
-                        c.ep.post_recv(&dst, posted, CompletionFlags::empty())?;
-                        posted += 1;
+                c.next_dtos(&mut batch, WHAT)?;
+                for ev in batch.drain(..) {
+                    if dto_of(ev, WHAT)?.operation == DtoOp::Receive {
+                        got += 1;
+                        if posted < spec.total {
+                            c.ep.post_recv(&dst, posted, CompletionFlags::empty())?;
+                            posted += 1;
+                        }
                     }
                 }
             }
