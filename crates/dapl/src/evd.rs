@@ -53,9 +53,12 @@ thread_local! {
     static HANDOFF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// How many completions the armed call takes.
     static HANDOFF_MAX: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
-    /// The completions handed off, in order, and whether each was signalled (reused from call
-    /// to call: no allocation once it has held the most a call asked for).
-    static HANDED: std::cell::RefCell<Vec<(Event, bool)>> =
+    /// The completion handed off to a `dequeue`, and whether it was signalled.
+    static HANDED: std::cell::RefCell<Option<(Event, bool)>> =
+        const { std::cell::RefCell::new(None) };
+    /// Those handed off to a `dequeue_into` (`HANDOFF_MAX` > 1), in order: reused from call
+    /// to call, so nothing is allocated once it has held the most a call asked for.
+    static HANDED_MANY: std::cell::RefCell<Vec<(Event, bool)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -268,18 +271,26 @@ impl EvdInner {
         if HANDOFF.try_with(|h| h.get()) != Ok(me) {
             return Some(event);
         }
+        // Armed for this EVD with room left: the slots are empty, or (a batch) not full
+        // (`disarm` empties them whenever it disarms).
         let mut event = Some((event, signalled));
-        let _ = HANDED.try_with(|h| {
-            let Ok(mut h) = h.try_borrow_mut() else {
-                return;
-            };
-            // Armed for this EVD with room left (`disarm` empties the slots whenever it
-            // disarms).
-            h.extend(event.take());
-            if h.len() >= HANDOFF_MAX.get() {
+        let max = HANDOFF_MAX.get();
+        let _ = if max <= 1 {
+            HANDED.try_with(|h| {
+                let before = h.replace(event.take());
+                debug_assert!(before.is_none(), "a hand-off slot armed while full");
                 HANDOFF.set(HANDED_OFF);
-            }
-        });
+            })
+        } else {
+            HANDED_MANY.try_with(|h| {
+                if let Ok(mut h) = h.try_borrow_mut() {
+                    h.extend(event.take());
+                    if h.len() >= max {
+                        HANDOFF.set(HANDED_OFF);
+                    }
+                }
+            })
+        };
         event.map(|(e, _)| e)
     }
 
@@ -378,21 +389,27 @@ impl<'a> Armed<'a> {
     }
 
     fn disarm(mut each: impl FnMut(Event, bool)) {
-        if HANDOFF.try_with(|h| h.replace(0)) == Ok(0) {
+        let Ok(was) = HANDOFF.try_with(|h| h.replace(0)) else {
             return;
+        };
+        // Taken out of the slots before `each` runs: it may push to an EVD (`Drop`), which
+        // looks at them (disarmed by now, so it does not fill them).
+        if HANDOFF_MAX.get() <= 1 {
+            if was == HANDED_OFF {
+                if let Ok(Some((ev, signalled))) = HANDED.try_with(|h| h.borrow_mut().take()) {
+                    each(ev, signalled);
+                }
+            }
+        } else if was != 0 {
+            let _ = HANDED_MANY.try_with(|h| {
+                let mut taken = std::mem::take(&mut *h.borrow_mut());
+                for (ev, signalled) in taken.drain(..) {
+                    each(ev, signalled);
+                }
+                // The (now empty) buffer back, for the next call.
+                *h.borrow_mut() = taken;
+            });
         }
-        let _ = HANDED.try_with(|h| {
-            // Taken out first: `each` may push to an EVD (`Drop`), which looks at these slots.
-            let mut taken = std::mem::take(&mut *h.borrow_mut());
-            for (ev, signalled) in taken.drain(..) {
-                each(ev, signalled);
-            }
-            // The (now empty) buffer back, for the next call.
-            let mut slot = h.borrow_mut();
-            if slot.is_empty() {
-                *slot = taken;
-            }
-        });
     }
 }
 
