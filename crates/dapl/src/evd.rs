@@ -44,26 +44,29 @@ const WAIT_SPIN: Duration = Duration::from_micros(50);
 pub const TIMEOUT_INFINITE: Option<Duration> = None;
 
 thread_local! {
-    /// Hand-off: while this thread's `dequeue` (or `dequeue_into`) on an empty EVD polls the
-    /// link, that EVD (its address), until the poll produced as many DTO completions for it as
-    /// the call returns ([`HANDOFF_MAX`]): then [`HANDED_OFF`]. The completions are in
-    /// [`HANDED`], which the call returns without queueing them (no lock to push them, none to
-    /// pop them: they are the events pushes and pops would have returned, since the queue was
-    /// empty when each came). 0: no `dequeue` polls. A plain cell, as every empty poll arms it.
+    /// Hand-off: while this thread's `dequeue` on an empty EVD polls the link, that EVD (its
+    /// address), until the poll produced a DTO completion for it: then [`HANDED_OFF`], and the
+    /// completion is in [`HANDED`], which `dequeue` returns without queueing it (no lock to
+    /// push it, none to pop it: it is the event a push and a pop would have returned, since the
+    /// queue was empty). A `dequeue_into` arms it with the address tagged [`BATCH`], and the
+    /// completions go to [`HANDED_MANY`] until it holds [`HANDOFF_MAX`]. 0: no `dequeue`
+    /// polls. A plain cell, as every empty poll arms it.
     static HANDOFF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    /// How many completions the armed call takes.
-    static HANDOFF_MAX: std::cell::Cell<usize> = const { std::cell::Cell::new(1) };
     /// The completion handed off to a `dequeue`, and whether it was signalled.
     static HANDED: std::cell::RefCell<Option<(Event, bool)>> =
         const { std::cell::RefCell::new(None) };
-    /// Those handed off to a `dequeue_into` (`HANDOFF_MAX` > 1), in order: reused from call
-    /// to call, so nothing is allocated once it has held the most a call asked for.
+    /// Those handed off to a `dequeue_into`, in order: reused from call to call, so nothing
+    /// is allocated once it has held the most a call asked for.
     static HANDED_MANY: std::cell::RefCell<Vec<(Event, bool)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// How many completions the armed `dequeue_into` takes.
+    static HANDOFF_MAX: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// `HANDOFF` once the armed call's completions were all handed off (never an EVD's address).
+/// `HANDOFF` once a completion was handed off (never an EVD's address), or a batch filled.
 const HANDED_OFF: usize = 1;
+/// The tag of a `dequeue_into`'s `HANDOFF` (an EVD's address is a multiple of 8).
+const BATCH: usize = 2;
 
 pub(crate) struct EvdState {
     queue: VecDeque<(Event, bool)>,
@@ -268,29 +271,36 @@ impl EvdInner {
         }
         let me = Arc::as_ptr(self) as usize;
         // (A push from a thread-local's destructor finds the slots gone: queued.)
-        if HANDOFF.try_with(|h| h.get()) != Ok(me) {
+        let armed = HANDOFF.try_with(|h| h.get());
+        if armed != Ok(me) {
+            if armed == Ok(me | BATCH) {
+                return Self::hand_off_many(event, signalled);
+            }
             return Some(event);
         }
-        // Armed for this EVD with room left: the slots are empty, or (a batch) not full
-        // (`disarm` empties them whenever it disarms).
         let mut event = Some((event, signalled));
-        let max = HANDOFF_MAX.get();
-        let _ = if max <= 1 {
-            HANDED.try_with(|h| {
-                let before = h.replace(event.take());
-                debug_assert!(before.is_none(), "a hand-off slot armed while full");
+        let _ = HANDED.try_with(|h| {
+            // Armed for this EVD and nothing handed off yet: the slot is empty (`disarm`
+            // empties it whenever it disarms `HANDED_OFF`).
+            let before = h.replace(event.take());
+            debug_assert!(before.is_none(), "a hand-off slot armed while full");
+            HANDOFF.set(HANDED_OFF);
+        });
+        event.map(|(e, _)| e)
+    }
+
+    /// [`hand_off`](Self::hand_off) to a `dequeue_into` armed for this EVD with room left.
+    fn hand_off_many(event: Event, signalled: bool) -> Option<Event> {
+        let mut event = Some((event, signalled));
+        let _ = HANDED_MANY.try_with(|h| {
+            let Ok(mut h) = h.try_borrow_mut() else {
+                return;
+            };
+            h.extend(event.take());
+            if h.len() >= HANDOFF_MAX.get() {
                 HANDOFF.set(HANDED_OFF);
-            })
-        } else {
-            HANDED_MANY.try_with(|h| {
-                if let Ok(mut h) = h.try_borrow_mut() {
-                    h.extend(event.take());
-                    if h.len() >= max {
-                        HANDOFF.set(HANDED_OFF);
-                    }
-                }
-            })
-        };
+            }
+        });
         event.map(|(e, _)| e)
     }
 
@@ -361,23 +371,56 @@ impl EvdInner {
 }
 
 /// This thread's `HANDOFF` armed for one `dequeue` of an EVD. Dropped without [`take`]
-/// (the poll unwound), it disarms the slots and queues what the poll handed off.
+/// (the poll unwound), it disarms the slot and queues what the poll handed off.
 struct Armed<'a>(&'a Arc<EvdInner>);
 
 impl<'a> Armed<'a> {
-    /// Arms the slots for `evd` and `max` (at least 1) completions, unless a `dequeue` further
-    /// out in this thread has.
-    fn arm(evd: &'a Arc<EvdInner>, max: usize) -> Option<Armed<'a>> {
+    /// Arms the slot for `evd`, unless a `dequeue` further out in this thread has.
+    fn arm(evd: &'a Arc<EvdInner>) -> Option<Armed<'a>> {
         HANDOFF.with(|h| {
             (h.get() == 0).then(|| {
-                HANDOFF_MAX.set(max.max(1));
                 h.set(Arc::as_ptr(evd) as usize);
                 Armed(evd)
             })
         })
     }
 
-    /// Disarms the slots and gives `sink` what the poll handed off, in order.
+    /// Disarms the slot and returns what the poll handed off.
+    fn take(self) -> Option<Event> {
+        Self::disarm().map(|(ev, _)| ev)
+    }
+
+    fn disarm() -> Option<(Event, bool)> {
+        if HANDOFF.try_with(|h| h.replace(0)).ok()? != HANDED_OFF {
+            return None;
+        }
+        HANDED.try_with(|h| h.borrow_mut().take()).ok().flatten()
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        if let Some((ev, signalled)) = Self::disarm() {
+            self.0.push(ev, signalled);
+        }
+    }
+}
+
+/// [`Armed`] for a `dequeue_into` of up to `max` events.
+struct ArmedMany<'a>(&'a Arc<EvdInner>);
+
+impl<'a> ArmedMany<'a> {
+    fn arm(evd: &'a Arc<EvdInner>, max: usize) -> Option<ArmedMany<'a>> {
+        HANDOFF.with(|h| {
+            (h.get() == 0).then(|| {
+                HANDOFF_MAX.set(max);
+                h.set(Arc::as_ptr(evd) as usize | BATCH);
+                ArmedMany(evd)
+            })
+        })
+    }
+
+    /// Disarms the slots and gives `sink` what the poll handed off, in order; how many.
     fn take(self, mut sink: impl FnMut(Event)) -> usize {
         let mut n = 0;
         Self::disarm(|ev, _| {
@@ -389,31 +432,23 @@ impl<'a> Armed<'a> {
     }
 
     fn disarm(mut each: impl FnMut(Event, bool)) {
-        let Ok(was) = HANDOFF.try_with(|h| h.replace(0)) else {
+        if HANDOFF.try_with(|h| h.replace(0)).unwrap_or(0) == 0 {
             return;
-        };
-        // Taken out of the slots before `each` runs: it may push to an EVD (`Drop`), which
-        // looks at them (disarmed by now, so it does not fill them).
-        if HANDOFF_MAX.get() <= 1 {
-            if was == HANDED_OFF {
-                if let Ok(Some((ev, signalled))) = HANDED.try_with(|h| h.borrow_mut().take()) {
-                    each(ev, signalled);
-                }
-            }
-        } else if was != 0 {
-            let _ = HANDED_MANY.try_with(|h| {
-                let mut taken = std::mem::take(&mut *h.borrow_mut());
-                for (ev, signalled) in taken.drain(..) {
-                    each(ev, signalled);
-                }
-                // The (now empty) buffer back, for the next call.
-                *h.borrow_mut() = taken;
-            });
         }
+        let _ = HANDED_MANY.try_with(|h| {
+            // Taken out before `each` runs: it may push to an EVD (`Drop`), which looks at
+            // these slots (disarmed by now, so it does not fill them).
+            let mut taken = std::mem::take(&mut *h.borrow_mut());
+            for (ev, signalled) in taken.drain(..) {
+                each(ev, signalled);
+            }
+            // The (now empty) buffer back, for the next call.
+            *h.borrow_mut() = taken;
+        });
     }
 }
 
-impl Drop for Armed<'_> {
+impl Drop for ArmedMany<'_> {
     fn drop(&mut self) {
         Self::disarm(|ev, signalled| {
             self.0.push(ev, signalled);
@@ -459,14 +494,10 @@ impl Evd {
         }
         // The poll's first DTO completion for this EVD comes back through `HANDOFF` (unless a
         // `dequeue` further out in this thread is polling: then it is queued as usual).
-        let armed = Armed::arm(self.0.arc(), 1);
+        let armed = Armed::arm(self.0.arc());
         let handled = self.0.poll_progress();
-        let mut got = None;
-        if let Some(armed) = armed {
-            armed.take(|ev| got = Some(ev.into_user()));
-        }
-        if got.is_some() {
-            return Ok(got);
+        if let Some(ev) = armed.and_then(Armed::take) {
+            return Ok(Some(ev.into_user()));
         }
         if handled {
             let mut s = self.0.lock();
@@ -500,7 +531,7 @@ impl Evd {
                 return Ok(n);
             }
         }
-        let armed = Armed::arm(self.0.arc(), max);
+        let armed = ArmedMany::arm(self.0.arc(), max);
         let handled = self.0.poll_progress();
         if let Some(armed) = armed {
             n += armed.take(|ev| out.push(ev.into_user()));
