@@ -206,3 +206,37 @@ fn a_send_waiting_for_a_buffer_is_placed_by_the_thread_that_posts_the_buffer() {
     a.close();
     b.close();
 }
+
+/// A consumer that begins to poll while the progress thread sleeps with the connections in
+/// its epoll set takes them at once, with no message arriving: its first poll wakes the
+/// thread (`Shared::open_window`). Left asleep, the thread would keep them until something
+/// returned from its `epoll_wait`, and every message meanwhile would wake it in the kernel
+/// for nothing (the polling consumer reads it first): a context switch per message on a
+/// spinning thread's CPU, which put datperf's ping-pong at 7-15 us per half round trip for
+/// whole rounds (docs/architecture.md, "Who makes progress").
+#[test]
+fn a_consumer_that_begins_to_poll_takes_the_connections_without_a_message() {
+    let (a, b) = pair();
+    set_handoff_window(&a.ia, Duration::from_millis(5));
+    // Idle: nobody polls, the progress thread has the connection and sleeps.
+    eventually("the progress thread has the connection", || {
+        state(&a) == (true, false)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(state(&a), (true, false), "nobody polled meanwhile");
+    // Empty polls alone (nothing is sent), each within the window of the one before.
+    let end = Instant::now() + Duration::from_secs(2);
+    loop {
+        assert!(a.recv_evd.dequeue().unwrap().is_none(), "nothing was sent");
+        if state(&a) == (false, true) {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the progress thread kept the connection from a polling consumer"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    a.close();
+    b.close();
+}
