@@ -101,16 +101,20 @@ pub(crate) fn busy_poll<T, E>(
     }
     let start = Instant::now();
     let mut spins: u32 = 0;
+    // The end of the last yield of this wait (spinning, a yield waits for `SPIN_YIELD_GAP`).
+    let mut last = start;
     loop {
         if let Some(v) = poll()? {
             return Ok(v);
         }
         spins = spins.wrapping_add(1);
         let mut pacer = PACER.get();
-        if pacer.yields_after(spins) {
+        if pacer.yields_after(spins) && (!pacer.spins() || last.elapsed() >= Pacer::SPIN_YIELD_GAP)
+        {
             let t = Instant::now();
             std::thread::yield_now();
-            pacer.yielded(t.elapsed());
+            last = Instant::now();
+            pacer.yielded(last - t);
             PACER.set(pacer);
         }
         if spins % CHECK_EVERY == 0 {
@@ -145,6 +149,12 @@ impl Pacer {
     /// percentile at 1.45x raw TCP's instead of 1.33x; crates/datperf/README.md).
     const SPIN_YIELD_EVERY: u32 = 16;
 
+    /// While spinning, at least this long between two yields of a wait: on the shm link an
+    /// empty poll takes 50-100 ns, so every 16th poll was a yield (0.2-0.3 us) per microsecond
+    /// of the wait, in a round trip of 0.3 us; the tcp link's polls (a system call each) take
+    /// this long for 16 anyway.
+    const SPIN_YIELD_GAP: Duration = Duration::from_micros(5);
+
     /// A thread starts out yielding after every empty poll.
     pub(crate) const fn new() -> Pacer {
         Pacer { quick: 0 }
@@ -153,6 +163,11 @@ impl Pacer {
     /// Whether to yield after the `spins`-th empty poll of a wait.
     pub(crate) fn yields_after(&self, spins: u32) -> bool {
         self.quick < Self::QUICK_TO_SPIN || spins % Self::SPIN_YIELD_EVERY == 0
+    }
+
+    /// Whether the thread polls without yielding in between (its yields were quick).
+    pub(crate) fn spins(&self) -> bool {
+        self.quick >= Self::QUICK_TO_SPIN
     }
 
     /// A yield took `took`.
