@@ -442,8 +442,12 @@ impl<'a> ArmedMany<'a> {
             for (ev, signalled) in taken.drain(..) {
                 each(ev, signalled);
             }
-            // The (now empty) buffer back, for the next call.
-            *h.borrow_mut() = taken;
+            // The (now empty) buffer back, for the next call (unless `each` refilled the
+            // slot meanwhile, which nothing it calls does today).
+            let mut slot = h.borrow_mut();
+            if slot.is_empty() {
+                *slot = taken;
+            }
         });
     }
 }
