@@ -336,6 +336,18 @@ impl EvdInner {
         Some(ev.into_user())
     }
 
+    /// Pops up to `max` events under one hold of the lock into `out`; how many.
+    fn pop_into(&self, out: &mut Vec<Event>, max: usize) -> usize {
+        let mut s = self.lock();
+        let mut n = 0;
+        while n < max {
+            let Some(ev) = self.pop(&mut s) else { break };
+            out.push(ev);
+            n += 1;
+        }
+        n
+    }
+
     fn fd_signal(&self, set: bool) {
         if let Some(fd) = self.fd.get() {
             if set {
@@ -523,31 +535,21 @@ impl Evd {
         }
         self.0.progress.flush();
         out.reserve(max);
-        let mut n = 0;
         if self.0.queued.load(Ordering::Acquire) > 0 {
-            let mut s = self.0.lock();
-            while n < max {
-                let Some(ev) = self.0.pop(&mut s) else { break };
-                out.push(ev);
-                n += 1;
-            }
+            let n = self.0.pop_into(out, max);
             if n > 0 {
                 return Ok(n);
             }
         }
         let armed = ArmedMany::arm(self.0.arc(), max);
         let handled = self.0.poll_progress();
+        let mut n = 0;
         if let Some(armed) = armed {
             n += armed.take(|ev| out.push(ev.into_user()));
         }
         // What the look queued (behind what it handed off, or for a call further out).
         if (handled || n > 0) && n < max && self.0.queued.load(Ordering::Acquire) > 0 {
-            let mut s = self.0.lock();
-            while n < max {
-                let Some(ev) = self.0.pop(&mut s) else { break };
-                out.push(ev);
-                n += 1;
-            }
+            n += self.0.pop_into(out, max - n);
         }
         Ok(n)
     }
