@@ -133,7 +133,8 @@ pub(crate) struct Shared {
     any_corked: AtomicBool,
     /// The progress thread is (about to be) asleep in `epoll_wait` with no `ticker` running:
     /// a connection that starts holding a burst wakes it (SeqCst with `any_corked`: either
-    /// the thread sees the burst before it sleeps or the poster sees it asleep).
+    /// the thread sees the burst before it sleeps or the poster sees it asleep), and so does a
+    /// consumer that opens a polling window (`open_window`, SeqCst with `hot_until`).
     sleeping: AtomicBool,
     /// Bursts held back so far: the progress thread watches (`WATCH`) while this grows.
     bursts_held: AtomicU64,
@@ -214,9 +215,7 @@ impl Shared {
         lock(&self.corked).push(conn);
         self.bursts_held.fetch_add(1, Ordering::Relaxed);
         self.any_corked.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            self.wake_thread();
-        }
+        self.wake_if_asleep();
     }
 
     /// A consumer begins to poll (`HOT`): the window is marked, and a progress thread asleep
@@ -230,6 +229,12 @@ impl Shared {
     /// (`sleeping` then `hot_until`, both SeqCst): one of the two sees the other.
     fn open_window(&self, until: u64) {
         self.hot_until.store(until, Ordering::SeqCst);
+        self.wake_if_asleep();
+    }
+
+    /// After a SeqCst store the progress thread looks at before it sleeps: wakes it if it
+    /// sleeps (or is about to) without having seen it.
+    fn wake_if_asleep(&self) {
         if self.sleeping.load(Ordering::SeqCst) {
             self.wake_thread();
         }
