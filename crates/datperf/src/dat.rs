@@ -109,8 +109,7 @@ pub(crate) fn busy_poll<T, E>(
         }
         spins = spins.wrapping_add(1);
         let mut pacer = PACER.get();
-        if pacer.yields_after(spins) && (!pacer.spins() || last.elapsed() >= Pacer::SPIN_YIELD_GAP)
-        {
+        if pacer.yields_after(spins, || last.elapsed()) {
             let t = Instant::now();
             std::thread::yield_now();
             last = Instant::now();
@@ -160,14 +159,11 @@ impl Pacer {
         Pacer { quick: 0 }
     }
 
-    /// Whether to yield after the `spins`-th empty poll of a wait.
-    pub(crate) fn yields_after(&self, spins: u32) -> bool {
-        self.quick < Self::QUICK_TO_SPIN || spins % Self::SPIN_YIELD_EVERY == 0
-    }
-
-    /// Whether the thread polls without yielding in between (its yields were quick).
-    pub(crate) fn spins(&self) -> bool {
-        self.quick >= Self::QUICK_TO_SPIN
+    /// Whether to yield after the `spins`-th empty poll of a wait; `since_yield`: the time
+    /// since the wait's last yield (or its start), read only when spinning decides by it.
+    pub(crate) fn yields_after(&self, spins: u32, since_yield: impl FnOnce() -> Duration) -> bool {
+        self.quick < Self::QUICK_TO_SPIN
+            || (spins % Self::SPIN_YIELD_EVERY == 0 && since_yield() >= Self::SPIN_YIELD_GAP)
     }
 
     /// A yield took `took`.
@@ -1202,25 +1198,42 @@ mod tests {
     fn a_poller_yields_after_every_empty_poll_until_its_yields_are_quick() {
         let quick = Duration::from_nanos(300);
         let slow = Duration::from_micros(3);
+        // The wait's last yield long enough ago (the gap is tested below).
+        let long = || Pacer::SPIN_YIELD_GAP;
         let mut p = Pacer::new();
         for spins in 1..=Pacer::QUICK_TO_SPIN {
-            assert!(p.yields_after(spins), "poll {spins}");
+            assert!(p.yields_after(spins, long), "poll {spins}");
             p.yielded(quick);
         }
         // Alone on its CPU: a yield only every SPIN_YIELD_EVERY empty polls.
         let every = Pacer::SPIN_YIELD_EVERY;
-        assert!((1..every).all(|spins| !p.yields_after(spins)));
-        assert!(p.yields_after(every) && p.yields_after(3 * every));
+        assert!((1..every).all(|spins| !p.yields_after(spins, long)));
+        assert!(p.yields_after(every, long) && p.yields_after(3 * every, long));
         p.yielded(quick);
-        assert!(!p.yields_after(1));
+        assert!(!p.yields_after(1, long));
         // One yield that let another thread run: after every empty poll again.
         p.yielded(slow);
-        assert!(p.yields_after(1) && p.yields_after(2));
+        assert!(p.yields_after(1, long) && p.yields_after(2, long));
         p.yielded(quick);
         assert!(
-            p.yields_after(3),
+            p.yields_after(3, long),
             "one quick yield does not end the sharing"
         );
+    }
+
+    #[test]
+    fn a_spinning_poller_yields_at_most_once_per_gap() {
+        let mut p = Pacer::new();
+        for _ in 0..Pacer::QUICK_TO_SPIN {
+            p.yielded(Duration::from_nanos(300));
+        }
+        let every = Pacer::SPIN_YIELD_EVERY;
+        let soon = || Pacer::SPIN_YIELD_GAP / 5;
+        assert!(!p.yields_after(every, soon), "a yield 1 us ago: not yet");
+        assert!(p.yields_after(every, || Pacer::SPIN_YIELD_GAP));
+        // Sharing its CPU, a poller yields after every poll whatever the gap.
+        p.yielded(Duration::from_micros(3));
+        assert!(p.yields_after(1, soon));
     }
 
     #[test]
