@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::engine::port::Progress;
+use crate::engine::port::{set_poll_satisfied, Progress};
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
 use crate::handle::{Handle, Owned};
@@ -65,6 +65,15 @@ thread_local! {
 
 /// `HANDOFF` once a completion was handed off (never an EVD's address), or a batch filled.
 const HANDED_OFF: usize = 1;
+
+/// The armed `dequeue` has what it asked for: `HANDOFF` says so, and the link's poll may
+/// leave the rest of its input to the next look (`port::poll_satisfied`), where it would
+/// otherwise queue completions (two holds of the EVD's lock each) that the next `dequeue`
+/// pops. Cleared when the slot is disarmed.
+fn handed_off() {
+    HANDOFF.set(HANDED_OFF);
+    set_poll_satisfied(true);
+}
 /// The tag of a `dequeue_into`'s `HANDOFF` (an EVD's address is a multiple of 8).
 const BATCH: usize = 2;
 
@@ -284,7 +293,7 @@ impl EvdInner {
             // empties it whenever it disarms `HANDED_OFF`).
             let before = h.replace(event.take());
             debug_assert!(before.is_none(), "a hand-off slot armed while full");
-            HANDOFF.set(HANDED_OFF);
+            handed_off();
         });
         event.map(|(e, _)| e)
     }
@@ -298,7 +307,7 @@ impl EvdInner {
             };
             h.extend(event.take());
             if h.len() >= HANDOFF_MAX.get() {
-                HANDOFF.set(HANDED_OFF);
+                handed_off();
             }
         });
         event.map(|(e, _)| e)
@@ -406,6 +415,7 @@ impl<'a> Armed<'a> {
         if HANDOFF.try_with(|h| h.replace(0)).ok()? != HANDED_OFF {
             return None;
         }
+        set_poll_satisfied(false);
         HANDED.try_with(|h| h.borrow_mut().take()).ok().flatten()
     }
 }
@@ -447,6 +457,7 @@ impl<'a> ArmedMany<'a> {
         if HANDOFF.try_with(|h| h.replace(0)).unwrap_or(0) == 0 {
             return;
         }
+        set_poll_satisfied(false);
         let _ = HANDED_MANY.try_with(|h| {
             // Taken out before `each` runs: it may push to an EVD (`Drop`), which looks at
             // these slots (disarmed by now, so it does not fill them).

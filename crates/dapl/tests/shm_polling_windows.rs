@@ -88,3 +88,76 @@ fn a_send_waiting_for_a_receive_posted_in_a_window_its_consumer_abandons_is_deli
     }
     p.close();
 }
+
+/// A polling `dequeue_into(max)` (or `dequeue`) handles the records in the rings only until it
+/// has its `max` completions: the rest stay in the ring, marked polled, for its next look,
+/// instead of being queued on the EVD (two holds of its lock per completion) for the next
+/// call to pop. Nothing is lost or reordered. (The progress thread may handle records itself
+/// when a round is slow, so the queue is required to be empty in one round of several.)
+#[test]
+fn a_polling_dequeue_leaves_in_the_ring_what_it_did_not_ask_for() {
+    const N: u64 = 16;
+    const MAX: usize = 4;
+    let p = Pair::new("shm");
+    let (src, inbox) = (p.a.lmr(8 * N as usize), p.b.lmr(8 * N as usize));
+    let mut left_in_ring = 0;
+    for round in 0..5u64 {
+        for i in 0..N {
+            src.write(8 * i as usize, &(round * N + i).to_le_bytes())
+                .unwrap();
+            p.b.ep
+                .post_recv(&[inbox.triplet(8 * i, 8)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        // One empty poll opens the window: a's records ring no doorbell, and b's progress
+        // thread leaves them to b's polls.
+        assert!(p.b.recv_evd.dequeue().unwrap().is_none());
+        for i in 0..N {
+            p.a.ep
+                .post_send(&[src.triplet(8 * i, 8)], i, CompletionFlags::SUPPRESS)
+                .unwrap();
+        }
+        let mut batch = Vec::new();
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while batch.is_empty() {
+            assert!(Instant::now() < end, "round {round}: no completion");
+            p.b.recv_evd.dequeue_into(&mut batch, MAX).unwrap();
+        }
+        assert!(batch.len() <= MAX);
+        if p.b.recv_evd.query().unwrap().count == 0 {
+            left_in_ring += 1;
+        }
+        got.extend(batch.iter().map(|e| e.as_dto().unwrap().cookie.0));
+        // A single dequeue takes one, and leaves the rest as well.
+        let one = loop {
+            if let Some(e) = p.b.recv_evd.dequeue().unwrap() {
+                break e;
+            }
+            assert!(Instant::now() < end, "round {round}: no second completion");
+        };
+        got.push(one.as_dto().unwrap().cookie.0);
+        while (got.len() as u64) < N {
+            assert!(
+                Instant::now() < end,
+                "round {round}: only {} completions",
+                got.len()
+            );
+            batch.clear();
+            p.b.recv_evd.dequeue_into(&mut batch, MAX).unwrap();
+            got.extend(batch.iter().map(|e| e.as_dto().unwrap().cookie.0));
+        }
+        assert_eq!(got, (0..N).collect::<Vec<_>>(), "round {round}");
+        for i in 0..N {
+            let v =
+                u64::from_le_bytes(inbox.to_vec(8 * i as usize, 8).unwrap().try_into().unwrap());
+            assert_eq!(v, round * N + i, "round {round}, message {i}");
+        }
+        assert!(p.b.recv_evd.dequeue().unwrap().is_none());
+    }
+    assert!(
+        left_in_ring > 0,
+        "every round's first batch queued the rest of the ring's completions on the EVD"
+    );
+    p.close();
+}

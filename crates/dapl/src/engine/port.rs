@@ -275,6 +275,11 @@ pub(crate) trait Progress: Send + Sync {
     /// receive EVD, or the request EVD of an endpoint that reads), so it is likely to poll
     /// again soon; the link may then leave its connections to such polls for a while (until
     /// `idle`).
+    ///
+    /// Once [`poll_satisfied`] says so, the consumer whose poll this is has all it asked for
+    /// (its `dequeue` was handed as many completions as it takes): a link may then stop
+    /// handling a connection's input after the message it is at and leave the rest, still
+    /// marked polled, to the next look, instead of queueing completions nobody waits for yet.
     fn poll(&self, for_inbound: bool) -> bool {
         let _ = for_inbound;
         false
@@ -330,6 +335,24 @@ pub(crate) enum ListenError {
     Denied(String),
     /// The system refused (out of file descriptors or memory, ...).
     Failed(std::io::Error),
+}
+
+thread_local! {
+    /// [`poll_satisfied`]: set and cleared by the event dispatcher whose `dequeue` polls.
+    static POLL_SATISFIED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread's consumer, polling through [`Progress::poll`], has been handed all
+/// the completions it asked for.
+#[inline]
+pub(crate) fn poll_satisfied() -> bool {
+    POLL_SATISFIED.try_with(|s| s.get()).unwrap_or(false)
+}
+
+/// The event dispatcher's side of [`poll_satisfied`].
+#[inline]
+pub(crate) fn set_poll_satisfied(v: bool) {
+    let _ = POLL_SATISFIED.try_with(|s| s.set(v));
 }
 
 pub(crate) fn is_resource_error(e: &std::io::Error) -> bool {

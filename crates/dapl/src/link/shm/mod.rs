@@ -2009,6 +2009,13 @@ impl ShmConn {
                 ring_bell(&self.bell);
                 break;
             }
+            // The polling consumer has all it asked for: the rest stays in the ring (marked
+            // polled) for its next look, rather than queued on its EVD. At least one record
+            // per poll, so that a connection whose completions go elsewhere is never starved
+            // by one whose completions satisfy each poll.
+            if polled && any && crate::engine::port::poll_satisfied() {
+                break;
+            }
             let rec = match rx.ring.peek() {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
