@@ -1201,7 +1201,9 @@ impl Progress for ShmLink {
 
     /// Reads the rings of every connection here, as the progress thread would, and marks
     /// them polled (`POLL_WINDOW_NS`): producers skip the doorbell meanwhile. (Any poll: a
-    /// consumer waiting for a read's or a send's completion reads the rings as well.)
+    /// consumer waiting for a read's or a send's completion reads the rings as well.) Once
+    /// the consumer has all it asked for (`port::poll_satisfied`), each ring is left after
+    /// the record its handler is at (at least one per ring), the rest to the next look.
     fn poll(&self, _for_inbound: bool) -> bool {
         thread_local! {
             // The connections with input, reused from poll to poll (no allocation per poll).
