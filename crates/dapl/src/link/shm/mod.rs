@@ -1582,9 +1582,6 @@ struct Tx {
     /// Write, Immediate Data, Read Request): a direct copy waits until the peer has
     /// consumed past it (`ShmConn::quiet`). Caps, Read Responses and Close do not count.
     dto_until: u64,
-    /// The poster's `looks()` at the last message transmitted: a post with the same mark
-    /// continues its poster's run (`transmit_inline`).
-    run_mark: u64,
 }
 
 /// A message sent by descriptor (`TxOutcome::Lent`).
@@ -1633,6 +1630,11 @@ pub(crate) struct ShmConn {
     /// Set with `Tx::held` by `transmit` and cleared by `sent_completed`, in the engine's
     /// transmitting thread: `sent_completed` takes the lock only when something was held.
     held_any: AtomicBool,
+    /// The poster's `looks()` at the last message transmitted: a post with the same mark
+    /// continues its poster's run (`transmit_inline`). Written under `tx`, read before it: a
+    /// post that continues a run is declined without the lock (the mark only chooses the way
+    /// a message goes, never whether it goes).
+    run_mark: AtomicU64,
     /// The peer's published table (read-only), if both IAs map library memory.
     peer_table: Option<Arc<RegionMemory>>,
     /// The peer endpoint's PZ, as its handshake said: what its table's entries must name.
@@ -1721,7 +1723,6 @@ impl ShmConn {
                 lent_seq: 0,
                 close: None,
                 close_deferred: false,
-                run_mark: 0,
                 closed: false,
                 dto_until: 0,
             }),
@@ -1738,6 +1739,7 @@ impl ShmConn {
             peer_pulls: AtomicBool::new(pulls.peer_pulls),
             lending: AtomicBool::new(false),
             held_any: AtomicBool::new(false),
+            run_mark: AtomicU64::new(0),
             peer_table: peer_mem.table,
             peer_pz: peer_mem.pz,
             maps: Mutex::new(Maps {
@@ -2698,7 +2700,7 @@ impl ShmConn {
         if tx.closed || tx.close.is_some() {
             return TxOutcome::Broken;
         }
-        tx.run_mark = looks();
+        self.run_mark.store(looks(), Ordering::Relaxed);
         debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
         // What an earlier transmit held went out at its `sent_completed`: publishing now never
         // publishes a record whose completion is not queued yet.
@@ -2870,9 +2872,14 @@ impl Connection for ShmConn {
                 _ => InlineOutcome::Declined,
             };
         }
-        let mut tx = lock(&self.tx);
         let mark = looks();
-        let continues = std::mem::replace(&mut tx.run_mark, mark) == mark;
+        if self.run_mark.load(Ordering::Relaxed) == mark {
+            return InlineOutcome::Declined; // continues its poster's run
+        }
+        let mut tx = lock(&self.tx);
+        // A load and a store, not a swap: every write is under `tx`.
+        let continues = self.run_mark.load(Ordering::Relaxed) == mark;
+        self.run_mark.store(mark, Ordering::Relaxed);
         if continues || tx.closed || tx.close.is_some() || tx.job.is_some() || tx.held {
             return InlineOutcome::Declined;
         }
