@@ -66,6 +66,9 @@ thread_local! {
 /// `HANDOFF` once a completion was handed off (never an EVD's address), or a batch filled.
 const HANDED_OFF: usize = 1;
 
+/// The tag of a `dequeue_into`'s `HANDOFF` (an EVD's address is a multiple of 8).
+const BATCH: usize = 2;
+
 /// The armed `dequeue` has what it asked for: `HANDOFF` says so, and the link's poll may
 /// leave the rest of its input to the next look (`port::poll_satisfied`), where it would
 /// otherwise queue completions (two holds of the EVD's lock each) that the next `dequeue`
@@ -74,8 +77,6 @@ fn handed_off() {
     HANDOFF.set(HANDED_OFF);
     set_poll_satisfied(true);
 }
-/// The tag of a `dequeue_into`'s `HANDOFF` (an EVD's address is a multiple of 8).
-const BATCH: usize = 2;
 
 pub(crate) struct EvdState {
     queue: VecDeque<(Event, bool)>,
