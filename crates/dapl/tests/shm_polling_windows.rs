@@ -89,6 +89,18 @@ fn a_send_waiting_for_a_receive_posted_in_a_window_its_consumer_abandons_is_deli
     p.close();
 }
 
+/// Opens a polling window on `evd`'s IA that marks every ring of it polled, with the IA's
+/// progress thread asleep until the window's end: the window that an earlier poll opened (the
+/// connection set-up's waits poll) first runs out, since a window marks only the rings that
+/// exist when it opens; the opening wakes the idle progress thread to time the window's end,
+/// and it is let go back to sleep.
+fn open_window_on_every_ring(evd: &Evd) {
+    std::thread::sleep(Duration::from_millis(10));
+    assert!(evd.dequeue().unwrap().is_none());
+    std::thread::sleep(Duration::from_millis(1));
+    assert!(evd.dequeue().unwrap().is_none());
+}
+
 /// A polling `dequeue_into(max)` (or `dequeue`) handles the records in the rings only until it
 /// has its `max` completions: the rest stay in the ring, marked polled, for its next look,
 /// instead of being queued on the EVD (two holds of its lock per completion) for the next
@@ -101,7 +113,7 @@ fn a_polling_dequeue_leaves_in_the_ring_what_it_did_not_ask_for() {
     let p = Pair::new("shm");
     let (src, inbox) = (p.a.lmr(8 * N as usize), p.b.lmr(8 * N as usize));
     let mut left_in_ring = 0;
-    for round in 0..5u64 {
+    for round in 0..10u64 {
         for i in 0..N {
             src.write(8 * i as usize, &(round * N + i).to_le_bytes())
                 .unwrap();
@@ -109,9 +121,8 @@ fn a_polling_dequeue_leaves_in_the_ring_what_it_did_not_ask_for() {
                 .post_recv(&[inbox.triplet(8 * i, 8)], i, CompletionFlags::empty())
                 .unwrap();
         }
-        // One empty poll opens the window: a's records ring no doorbell, and b's progress
-        // thread leaves them to b's polls.
-        assert!(p.b.recv_evd.dequeue().unwrap().is_none());
+        // a's records ring no doorbell, and b's progress thread leaves them to b's polls.
+        open_window_on_every_ring(&p.b.recv_evd);
         for i in 0..N {
             p.a.ep
                 .post_send(&[src.triplet(8 * i, 8)], i, CompletionFlags::SUPPRESS)
@@ -160,4 +171,101 @@ fn a_polling_dequeue_leaves_in_the_ring_what_it_did_not_ask_for() {
         "every round's first batch queued the rest of the ring's completions on the EVD"
     );
     p.close();
+}
+
+/// A poll that its consumer's `dequeue` finds satisfied still handles a record of every ring
+/// that has one: a consumer whose every look is satisfied by one connection does not leave
+/// another connection's messages waiting. (While it polls, the producers ring no doorbell, so
+/// its looks are the only ones until its window ends.) Both orders of the two connections in
+/// the IA's list, since the one looked at first is handled either way.
+#[test]
+fn a_satisfied_poll_still_handles_a_record_of_every_ring() {
+    const BUSY: u64 = 64;
+    for busy_is_first in [true, false] {
+        let p = Pair::new("shm");
+        // A second connection between the same two IAs, with its own receive EVD at b.
+        let a2_conn = p.a.ia.evd_create(16, None, EvdFlags::CONNECTION).unwrap();
+        let b2_conn = p.b.ia.evd_create(16, None, EvdFlags::CONNECTION).unwrap();
+        let b2_recv = p.b.ia.evd_create(256, None, EvdFlags::DTO).unwrap();
+        let a2 = (p.a.ia.endpoint(&p.a.pz))
+            .recv_evd(&p.a.recv_evd)
+            .request_evd(&p.a.req_evd)
+            .connect_evd(&a2_conn)
+            .build()
+            .unwrap();
+        let b2 = (p.b.ia.endpoint(&p.b.pz))
+            .recv_evd(&b2_recv)
+            .request_evd(&p.b.req_evd)
+            .connect_evd(&b2_conn)
+            .build()
+            .unwrap();
+        let _second = connect(
+            End {
+                ep: &a2,
+                conn_evd: &a2_conn,
+            },
+            &p.b.ia,
+            End {
+                ep: &b2,
+                conn_evd: &b2_conn,
+            },
+            b"",
+            b"",
+        );
+        let (busy, quiet) = if busy_is_first {
+            ((&p.a.ep, &p.b.ep, &p.b.recv_evd), (&a2, &b2, &b2_recv))
+        } else {
+            ((&a2, &b2, &b2_recv), (&p.a.ep, &p.b.ep, &p.b.recv_evd))
+        };
+        let (src, inbox) = (p.a.lmr(8), p.b.lmr(8 * (BUSY as usize + 1)));
+        for i in 0..BUSY {
+            busy.1
+                .post_recv(&[inbox.triplet(8 * i, 8)], i, CompletionFlags::empty())
+                .unwrap();
+        }
+        quiet
+            .1
+            .post_recv(&[inbox.triplet(8 * BUSY, 8)], 0, CompletionFlags::empty())
+            .unwrap();
+        open_window_on_every_ring(busy.2);
+        for i in 0..BUSY {
+            busy.0
+                .post_send(&[src.triplet(0, 8)], i, CompletionFlags::SUPPRESS)
+                .unwrap();
+        }
+        quiet
+            .0
+            .post_send(&[src.triplet(0, 8)], 0, CompletionFlags::SUPPRESS)
+            .unwrap();
+        // Each `dequeue` of the busy EVD is satisfied by the busy connection's first record;
+        // the quiet one's record is handled in the same look (a look that finds the quiet
+        // ring's lock held by the progress thread, waking now and then, leaves it to that
+        // thread: a few looks at most). Left alone by satisfied looks, it would wait until
+        // the busy ring is empty.
+        let mut taken = 0;
+        let end = Instant::now() + Duration::from_secs(5);
+        while quiet.2.query().unwrap().count == 0 {
+            assert!(
+                Instant::now() < end,
+                "the quiet connection's message never came"
+            );
+            if busy.2.dequeue().unwrap().is_some() {
+                taken += 1;
+            }
+            assert!(
+                taken < BUSY / 2,
+                "busy first: {busy_is_first}: {taken} satisfied looks left the quiet ring alone"
+            );
+        }
+        let got = quiet.2.dequeue().unwrap().expect("the quiet completion");
+        assert_eq!(got.as_dto().unwrap().status, DtoStatus::Success);
+        while taken < BUSY {
+            assert!(Instant::now() < end, "only {taken} busy completions");
+            if busy.2.dequeue().unwrap().is_some() {
+                taken += 1;
+            }
+        }
+        drop((a2, b2));
+        p.close();
+    }
 }
