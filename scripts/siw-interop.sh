@@ -168,6 +168,17 @@ siwi_check_fwd() {
         rc=1
         echo "guest server printed $((after - before)) ping lines, expected $want" >>"$log"
     fi
+    # The guest's siw now and then sends a Write FPDU whose CRC covers its payload twice (a
+    # race of its two transmit paths; docs/interop-siw.md): dapl-rs refuses it, as it must,
+    # and says so in its log. That failure is the peer's: the check runs once more.
+    if [ "$rc" != 0 ] && [ -z "${SIWI_RETRYING:-}" ] &&
+        grep -q 'crc_counts_payload_twice=true' "$log"; then
+        mv "$log" "$log.siw-crc"
+        echo "NOTE $check: the guest's siw sent a frame whose CRC counts its payload twice (its" \
+            "defect, docs/interop-siw.md; log $log.siw-crc): once more"
+        SIWI_RETRYING=1 siwi_check_fwd "$check" "$@"
+        return
+    fi
     siwi_record "$check" "$rc" "$(tail -1 "$log"), $((SECONDS - t0)) s"
     [ "$rc" = 0 ] || siwi_show_failure "$log" "$glog"
 }

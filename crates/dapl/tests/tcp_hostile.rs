@@ -632,6 +632,40 @@ fn hostile_bad_crc_is_terminated_llp_crc_error() {
     );
 }
 
+/// Linux siw now and then sends a Write FPDU whose CRC covers its payload twice (its two
+/// transmit paths both add the payload; docs/interop-siw.md): the payload is right and the
+/// CRC is not, and RFC 5044 has such a frame end the stream like any other CRC error. The
+/// refusal's log line says whose fault it was (`crc_counts_payload_twice`).
+#[test]
+fn hostile_crc_counting_the_payload_twice_as_siw_sends_it_is_terminated_llp_crc_error() {
+    hostile(
+        qual(),
+        true,
+        |t, enc| {
+            let payload = b"rdma-ping-2: FGHIJKLMNOPQ";
+            let mut f = seg(
+                enc,
+                Segment::Write {
+                    last: true,
+                    stag: t.writable.0,
+                    to: t.writable.1,
+                    payload,
+                },
+            );
+            let n = f.len();
+            let payload_end = 2 + iwarp::ddp::TAGGED_HEADER_LEN + payload.len();
+            let mut c = iwarp::crc::Crc32c::new();
+            c.update(&f[..payload_end]);
+            c.update(payload);
+            c.update(&f[payload_end..n - 4]);
+            f[n - 4..].copy_from_slice(&c.wire_bytes());
+            assert!(iwarp::fpdu::crc_counts_payload_twice(&f));
+            f
+        },
+        TerminateCause::Llp(LlpErrorCode::CrcError),
+    );
+}
+
 #[test]
 fn hostile_garbage_instead_of_mpa_request_is_closed_without_a_request() {
     let (ia, _) = InterfaceAdapter::open("tcp:127.0.0.1", 16).unwrap();

@@ -249,6 +249,40 @@ pub fn split_fpdu(
     )))
 }
 
+/// Whether the CRC of `fpdu` (one whole FPDU: length field to CRC field) is the CRC of its
+/// bytes with the DDP payload counted twice: length field, DDP/RDMAP header, payload,
+/// payload again, pad. Linux siw (seen with 6.1) now and then sends a data FPDU so, its
+/// payload itself right: two of its transmit paths (the posting system call and its
+/// transmit thread) both add the payload to one FPDU's CRC (docs/interop-siw.md). Such a
+/// frame is refused all the same (a CRC error ends the stream, RFC 5044); this only says
+/// whose fault it was. False for anything shorter than its length field says, or without a
+/// payload.
+pub fn crc_counts_payload_twice(fpdu: &[u8]) -> bool {
+    let Some(&[hi, lo, ctrl]) = fpdu.get(..3) else {
+        return false;
+    };
+    let ulpdu_len = u16::from_be_bytes([hi, lo]) as usize;
+    let total = fpdu_len(ulpdu_len);
+    let header = crate::ddp::header_len_for_control(ctrl);
+    if fpdu.len() < total || ulpdu_len <= header {
+        return false;
+    }
+    let covered = total - CRC_LEN;
+    let payload_end = LENGTH_FIELD_LEN + ulpdu_len;
+    let payload = &fpdu[LENGTH_FIELD_LEN + header..payload_end];
+    let mut c = Crc32c::new();
+    c.update(&fpdu[..payload_end]);
+    c.update(payload);
+    c.update(&fpdu[payload_end..covered]);
+    let received = crc::from_wire([
+        fpdu[covered],
+        fpdu[covered + 1],
+        fpdu[covered + 2],
+        fpdu[covered + 3],
+    ]);
+    c.value() == received
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -466,6 +500,46 @@ mod tests {
         // The decoder stays failed.
         d.feed(&hex(WRITE_RTR_VECTOR));
         assert_eq!(d.next_ulpdu().unwrap_err(), e);
+    }
+
+    /// siw's defect as captured (2026-11-28): a tagged Write FPDU whose CRC covers its payload
+    /// twice is recognised, its pad too; a right CRC or another wrong one is not.
+    #[test]
+    fn a_crc_that_counts_the_payload_twice_is_recognised() {
+        for payload_len in [1usize, 3, 1436] {
+            let mut f = vec![0u8; 0];
+            let ulpdu_len = crate::ddp::TAGGED_HEADER_LEN + payload_len;
+            f.extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
+            f.extend_from_slice(&[
+                0x81, 0x40, 0, 0, 4, 1, 0, 0, 0x56, 0x1c, 0x34, 0x61, 0xb3, 0x80,
+            ]);
+            f.extend((0..payload_len).map(|i| b'A' + (i % 58) as u8));
+            f.resize(fpdu_len(ulpdu_len) - CRC_LEN, 0); // pad
+            let payload_end = LENGTH_FIELD_LEN + ulpdu_len;
+            let mut twice = Crc32c::new();
+            twice.update(&f[..payload_end]);
+            twice.update(&f[LENGTH_FIELD_LEN + crate::ddp::TAGGED_HEADER_LEN..payload_end]);
+            twice.update(&f[payload_end..]);
+            let right = crc::crc32c(&f);
+            let mut bad = f.clone();
+            bad.extend_from_slice(&twice.wire_bytes());
+            assert!(crc_counts_payload_twice(&bad), "payload of {payload_len}");
+            assert!(matches!(
+                split_fpdu(&bad, true),
+                Err(Error::CrcMismatch { .. })
+            ));
+            let mut good = f.clone();
+            good.extend_from_slice(&crc::to_wire(right));
+            assert!(!crc_counts_payload_twice(&good));
+            let mut other = f.clone();
+            other.extend_from_slice(&crc::to_wire(right ^ 1));
+            assert!(!crc_counts_payload_twice(&other));
+            assert!(
+                !crc_counts_payload_twice(&bad[..bad.len() - 1]),
+                "cut short"
+            );
+        }
+        assert!(!crc_counts_payload_twice(&[0, 1]));
     }
 
     #[test]

@@ -391,9 +391,14 @@ impl TcpConn {
                         // What arrived, for the log: a CRC mismatch from a peer is otherwise
                         // impossible to tell from a framing error of ours.
                         let head = &rx.buf[s..e.min(s + 32)];
+                        // A known defect of Linux siw: the frame's CRC covers its payload
+                        // twice (iwarp::fpdu::crc_counts_payload_twice); refused all the same.
+                        let peer_defect = matches!(err, iwarp::Error::CrcMismatch { .. })
+                            && iwarp::fpdu::crc_counts_payload_twice(&rx.buf[s..e]);
                         tracing::warn!(
                             conn = self.id,
                             error = %err,
+                            crc_counts_payload_twice = peer_defect,
                             fpdu_len = (head.len() >= 2).then(|| {
                                 iwarp::fpdu::fpdu_len(usize::from(u16::from_be_bytes([
                                     head[0], head[1],
