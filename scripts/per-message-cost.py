@@ -6,8 +6,8 @@
 Builds `crates/dapl/examples/per_message.rs` (release), runs it under
 `valgrind --tool=callgrind --dump-instr=yes` for N and 2N messages, and divides the
 difference by N: the instructions of one message (both sides, one thread), and its atomic
-read-modify-writes (the executions of the binary's `lock`-prefixed and `xchg` instructions,
-found by address with `objdump -d`), per function. docs/architecture.md ("Where the time
+read-modify-writes (the executions of the binary's `lock`-prefixed instructions and of its
+`xchg`s with a memory operand, found by address with `objdump -d`), per function. docs/architecture.md ("Where the time
 goes") quotes these figures. Needs valgrind and objdump.
 """
 import collections
@@ -80,8 +80,9 @@ def main():
             outs.append((out, parse(out, "per_message"), total(out)))
         dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe],
                              capture_output=True, text=True, check=True).stdout
+    # `xchg` locks only with a memory operand (`xchg %ax,%ax` is a two-byte nop).
     locked = {int(m.group(1), 16) for m in
-              re.finditer(r"^\s*([0-9a-f]+):\s+(?:lock |xchg)", dis, re.M)}
+              re.finditer(r"^\s*([0-9a-f]+):\s+(?:lock |xchg\s+\S*\()", dis, re.M)}
     (_, (c1, f1), t1), (_, (c2, f2), t2) = outs
     per_fn, rmw = collections.Counter(), 0
     for a in locked:
