@@ -316,6 +316,8 @@ struct JsonRow<'a> {
     value: f64,
     baseline: f64,
     ratio: f64,
+    p99: Option<f64>,
+    baseline_p99: Option<f64>,
     baseline_variant: Option<&'a str>,
     cpu_scope: &'a str,
     cpu_us_per_op: f64,
@@ -410,7 +412,8 @@ pub fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
 }
 
 /// The JSON array, one object per measurement and line, keys in this order: `link`, `name`,
-/// `unit`, `value`, `baseline`, `ratio`; `baseline_variant` (which variant the baseline figure
+/// `unit`, `value`, `baseline`, `ratio`; `p99`, `baseline_p99` (latency: the 99th percentiles of
+/// the same samples; null for bandwidth and rate); `baseline_variant` (which variant the baseline figure
 /// is: `"message writes"` or `"128KiB writes"` for raw TCP bandwidth, else null); `cpu_scope`
 /// (`"both"` sides or the `"client"` only); `cpu_us_per_op`, `cpu_ns_per_byte`,
 /// `baseline_cpu_us_per_op`, `baseline_cpu_ns_per_byte` (CPU time of the timed loops per
@@ -425,6 +428,8 @@ pub fn json(rows: &[Row]) -> String {
             value: round_sig(r.dat.value),
             baseline: round_sig(r.base.value),
             ratio: round_sig(r.ratio()),
+            p99: r.dat.p99.map(round_sig),
+            baseline_p99: r.base.p99.map(round_sig),
             baseline_variant: r.base_variant,
             cpu_scope: r.cpu_scope.name(),
             cpu_us_per_op: round_sig(r.dat_cpu.us_per_op()),
@@ -637,6 +642,12 @@ mod tests {
         assert_eq!(v[0]["value"], 12.0);
         assert_eq!(v[1]["ratio"], 1.2);
         assert_eq!(v[0]["baseline_variant"], serde_json::Value::Null);
+        assert_eq!(
+            (v[0]["p99"].as_f64(), v[0]["baseline_p99"].as_f64()),
+            (Some(20.0), Some(15.0))
+        );
+        assert_eq!(v[2]["p99"], serde_json::Value::Null);
+        assert_eq!(v[2]["baseline_p99"], serde_json::Value::Null);
         assert_eq!(v[0]["cpu_scope"], "both");
         assert_eq!(v[0]["cpu_us_per_op"], 30.0);
         assert_eq!(v[0]["cpu_ns_per_byte"], 3750.0);

@@ -48,6 +48,7 @@ fn check_entry(e: &Value) -> (String, String, String) {
             "baseline",
             "baseline_cpu_ns_per_byte",
             "baseline_cpu_us_per_op",
+            "baseline_p99",
             "baseline_variant",
             "cpu_ns_per_byte",
             "cpu_ratio",
@@ -55,6 +56,7 @@ fn check_entry(e: &Value) -> (String, String, String) {
             "cpu_us_per_op",
             "link",
             "name",
+            "p99",
             "ratio",
             "unit",
             "value"
@@ -72,6 +74,15 @@ fn check_entry(e: &Value) -> (String, String, String) {
         v
     };
     let (value, baseline, ratio) = (num("value"), num("baseline"), num("ratio"));
+    // Latency rows carry both 99th percentiles, at or above their medians; others none.
+    if unit == "us" {
+        assert!(
+            num("p99") >= value && num("baseline_p99") >= baseline,
+            "{e}"
+        );
+    } else {
+        assert!(e["p99"].is_null() && e["baseline_p99"].is_null(), "{e}");
+    }
     let want = value / baseline;
     assert!(
         (ratio - want).abs() <= 1e-4 * want,

@@ -507,7 +507,7 @@ mod tests {
     #[test]
     fn a_crc_that_counts_the_payload_twice_is_recognised() {
         for payload_len in [1usize, 3, 1436] {
-            let mut f = vec![0u8; 0];
+            let mut f = Vec::new();
             let ulpdu_len = crate::ddp::TAGGED_HEADER_LEN + payload_len;
             f.extend_from_slice(&(ulpdu_len as u16).to_be_bytes());
             f.extend_from_slice(&[
