@@ -238,10 +238,9 @@ fn a_satisfied_poll_still_handles_a_record_of_every_ring() {
             .post_send(&[src.triplet(0, 8)], 0, CompletionFlags::SUPPRESS)
             .unwrap();
         // Each `dequeue` of the busy EVD is satisfied by the busy connection's first record;
-        // the quiet one's record is handled in the same look (a look that finds the quiet
-        // ring's lock held by the progress thread, waking now and then, leaves it to that
-        // thread: a few looks at most). Left alone by satisfied looks, it would wait until
-        // the busy ring is empty.
+        // the quiet one's record is handled in the same look (or, if that look finds the
+        // quiet ring's lock held by the progress thread, in the next). Left alone by
+        // satisfied looks, it would wait until the busy ring is empty.
         let mut taken = 0;
         let end = Instant::now() + Duration::from_secs(5);
         while quiet.2.query().unwrap().count == 0 {
@@ -253,7 +252,7 @@ fn a_satisfied_poll_still_handles_a_record_of_every_ring() {
                 taken += 1;
             }
             assert!(
-                taken < BUSY / 2,
+                taken <= 2,
                 "busy first: {busy_is_first}: {taken} satisfied looks left the quiet ring alone"
             );
         }
