@@ -188,6 +188,19 @@ fn seg(enc: &FpduEncoder, s: Segment<'_>) -> Vec<u8> {
     out
 }
 
+/// The FPDU of a one-segment RDMA Write of `payload` to the start of the writable region.
+fn writable_write(t: &Target, enc: &FpduEncoder, payload: &[u8]) -> Vec<u8> {
+    seg(
+        enc,
+        Segment::Write {
+            last: true,
+            stag: t.writable.0,
+            to: t.writable.1,
+            payload,
+        },
+    )
+}
+
 #[test]
 fn hostile_write_with_invalid_stag_is_terminated_ddp_invalid_stag() {
     hostile(
@@ -615,15 +628,7 @@ fn hostile_bad_crc_is_terminated_llp_crc_error() {
         qual(),
         true,
         |t, enc| {
-            let mut f = seg(
-                enc,
-                Segment::Write {
-                    last: true,
-                    stag: t.writable.0,
-                    to: t.writable.1,
-                    payload: b"crc!",
-                },
-            );
+            let mut f = writable_write(t, enc, b"crc!");
             let n = f.len();
             f[n - 1] ^= 0xFF;
             f
@@ -643,15 +648,7 @@ fn hostile_crc_counting_the_payload_twice_as_siw_sends_it_is_terminated_llp_crc_
         true,
         |t, enc| {
             let payload = b"rdma-ping-2: FGHIJKLMNOPQ";
-            let mut f = seg(
-                enc,
-                Segment::Write {
-                    last: true,
-                    stag: t.writable.0,
-                    to: t.writable.1,
-                    payload,
-                },
-            );
+            let mut f = writable_write(t, enc, payload);
             let n = f.len();
             let payload_end = 2 + iwarp::ddp::TAGGED_HEADER_LEN + payload.len();
             let mut c = iwarp::crc::Crc32c::new();
