@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crate::engine::port::{set_poll_satisfied, Progress};
+use crate::engine::port::Progress;
 use crate::error::{err, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject, Event};
 use crate::handle::{Handle, Owned};
@@ -43,15 +43,17 @@ const WAIT_SPIN: Duration = Duration::from_micros(50);
 /// Timeout meaning "wait forever" (`DAT_TIMEOUT_INFINITE`).
 pub const TIMEOUT_INFINITE: Option<Duration> = None;
 
+// Hand-off: `HANDOFF` (the engine's `port::POLL_SLOT`: the links read it through
+// `port::poll_satisfied`) holds, while this thread's `dequeue` on an empty EVD polls the link,
+// that EVD (its address), until the poll produced a DTO completion for it: then
+// [`HANDED_OFF`], and the completion is in [`HANDED`], which `dequeue` returns without
+// queueing it (no lock to push it, none to pop it: it is the event a push and a pop would have
+// returned, since the queue was empty). A `dequeue_into` arms it with the address tagged
+// [`BATCH`], and the completions go to [`HANDED_MANY`] until it holds [`HANDOFF_MAX`]. 0: no
+// `dequeue` polls. A plain cell, as every empty poll arms it.
+use crate::engine::port::POLL_SLOT as HANDOFF;
+
 thread_local! {
-    /// Hand-off: while this thread's `dequeue` on an empty EVD polls the link, that EVD (its
-    /// address), until the poll produced a DTO completion for it: then [`HANDED_OFF`], and the
-    /// completion is in [`HANDED`], which `dequeue` returns without queueing it (no lock to
-    /// push it, none to pop it: it is the event a push and a pop would have returned, since the
-    /// queue was empty). A `dequeue_into` arms it with the address tagged [`BATCH`], and the
-    /// completions go to [`HANDED_MANY`] until it holds [`HANDOFF_MAX`]. 0: no `dequeue`
-    /// polls. A plain cell, as every empty poll arms it.
-    static HANDOFF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// The completion handed off to a `dequeue`, and whether it was signalled.
     static HANDED: std::cell::RefCell<Option<(Event, bool)>> =
         const { std::cell::RefCell::new(None) };
@@ -63,20 +65,14 @@ thread_local! {
     static HANDOFF_MAX: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// `HANDOFF` once a completion was handed off (never an EVD's address), or a batch filled.
-const HANDED_OFF: usize = 1;
+/// `HANDOFF` once a completion was handed off (never an EVD's address), or a batch filled:
+/// the armed `dequeue` has what it asked for, and the link's poll may leave the rest of its
+/// input to the next look (`port::poll_satisfied`) rather than queue completions (two holds of
+/// the EVD's lock each) that the next `dequeue` pops.
+const HANDED_OFF: usize = crate::engine::port::SATISFIED;
 
 /// The tag of a `dequeue_into`'s `HANDOFF` (an EVD's address is a multiple of 8).
 const BATCH: usize = 2;
-
-/// The armed `dequeue` has what it asked for: `HANDOFF` says so, and the link's poll may
-/// leave the rest of its input to the next look (`port::poll_satisfied`), where it would
-/// otherwise queue completions (two holds of the EVD's lock each) that the next `dequeue`
-/// pops. Cleared when the slot is disarmed.
-fn handed_off() {
-    HANDOFF.set(HANDED_OFF);
-    set_poll_satisfied(true);
-}
 
 pub(crate) struct EvdState {
     queue: VecDeque<(Event, bool)>,
@@ -294,7 +290,7 @@ impl EvdInner {
             // empties it whenever it disarms `HANDED_OFF`).
             let before = h.replace(event.take());
             debug_assert!(before.is_none(), "a hand-off slot armed while full");
-            handed_off();
+            HANDOFF.set(HANDED_OFF);
         });
         event.map(|(e, _)| e)
     }
@@ -308,7 +304,7 @@ impl EvdInner {
             };
             h.extend(event.take());
             if h.len() >= HANDOFF_MAX.get() {
-                handed_off();
+                HANDOFF.set(HANDED_OFF);
             }
         });
         event.map(|(e, _)| e)
@@ -416,7 +412,6 @@ impl<'a> Armed<'a> {
         if HANDOFF.try_with(|h| h.replace(0)).ok()? != HANDED_OFF {
             return None;
         }
-        set_poll_satisfied(false);
         HANDED.try_with(|h| h.borrow_mut().take()).ok().flatten()
     }
 }
@@ -458,7 +453,6 @@ impl<'a> ArmedMany<'a> {
         if HANDOFF.try_with(|h| h.replace(0)).unwrap_or(0) == 0 {
             return;
         }
-        set_poll_satisfied(false);
         let _ = HANDED_MANY.try_with(|h| {
             // Taken out before `each` runs: it may push to an EVD (`Drop`), which looks at
             // these slots (disarmed by now, so it does not fill them).

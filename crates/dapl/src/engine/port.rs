@@ -338,21 +338,23 @@ pub(crate) enum ListenError {
 }
 
 thread_local! {
-    /// [`poll_satisfied`]: set and cleared by the event dispatcher whose `dequeue` polls.
-    static POLL_SATISFIED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// This thread's polling consumer's slot, kept by the event dispatcher (`evd.rs`, its
+    /// hand-off): 0 while no consumer polls, an opaque token of the consumer while it polls,
+    /// [`SATISFIED`] once the poll has handed it all it asked for.
+    pub(crate) static POLL_SLOT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
+
+/// [`POLL_SLOT`] of a consumer that has all it asked for (never a token: tokens are
+/// addresses, multiples of 8, tagged at most with 2).
+pub(crate) const SATISFIED: usize = 1;
 
 /// Whether this thread's consumer, polling through [`Progress::poll`], has been handed all
 /// the completions it asked for.
 #[inline]
 pub(crate) fn poll_satisfied() -> bool {
-    POLL_SATISFIED.try_with(|s| s.get()).unwrap_or(false)
-}
-
-/// The event dispatcher's side of [`poll_satisfied`].
-#[inline]
-pub(crate) fn set_poll_satisfied(v: bool) {
-    let _ = POLL_SATISFIED.try_with(|s| s.set(v));
+    POLL_SLOT
+        .try_with(|s| s.get() == SATISFIED)
+        .unwrap_or(false)
 }
 
 pub(crate) fn is_resource_error(e: &std::io::Error) -> bool {
