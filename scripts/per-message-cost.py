@@ -12,6 +12,7 @@ goes") quotes these figures. Needs valgrind and objdump.
 """
 import collections
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,7 @@ def total(path):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     ia = sys.argv[1] if len(sys.argv) > 1 else "shm"
     mode = sys.argv[2] if len(sys.argv) > 2 else "suppress"
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 20000
