@@ -91,6 +91,11 @@ for link in loopback tcp shm; do run_example per_message -- "$link" 2000 | tee -
 # Package contents and manifests of the two library crates (built from the packaged sources).
 disk
 echo "== cargo package -p iwarp -p dapl"
+# `cargo package` verifies dapl against the iwarp it just packaged, through a registry in
+# target/package that cargo extracts under $CARGO_HOME/registry/src/-<hash of its path>/. The
+# version stays 0.1.0, so an extraction left by an earlier run at the same path (a CARGO_HOME
+# kept between CI runs) is taken as it is, and dapl is built against an old iwarp. Drop them.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/iwarp-* "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/dapl-*
 cargo package -q -p iwarp -p dapl --allow-dirty
 # Wire decode: dapl-rs tcp-link sessions captured on loopback and decoded by tshark (CRC off,
 # on, on at MTU 1500; docs/interop-tshark.md). One PASS/FAIL line per check, counted below.
