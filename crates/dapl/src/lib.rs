@@ -153,7 +153,9 @@ pub mod types;
 
 pub use cr::{ConnectionRequest, CrArrivalInfo, CrParam};
 pub use engine::port::{CrossMemoryAttach, LinkCaps};
-pub use ep::{Endpoint, EndpointBuilder, EpAttr, EpParam};
+pub use ep::{
+    BatchError, Endpoint, EndpointBuilder, EpAttr, EpParam, RecvRequest, RECV_BATCH_CHUNK,
+};
 pub use error::{DatError, ErrorType, Object, Result, Subtype};
 pub use evd::{Cno, Evd, EvdParam};
 pub use event::{

@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 
 use crate::engine::qp::RecvWr;
 use crate::engine::srq::{SharedRq, SrqUpcalls};
-use crate::ep::EpInner;
+use crate::ep::{post_in_chunks, BatchError, EpInner, RecvRequest};
 use crate::error::{err, DatError, ErrorType, Object, Result, Subtype};
 use crate::event::{AsyncEvent, AsyncKind, AsyncSubject};
 use crate::handle::{Handle, Owned};
@@ -214,34 +214,73 @@ impl Srq {
     /// every state; never blocks or allocates; `DAT_INSUFFICIENT_RESOURCES` when full.
     pub fn post_recv(&self, iov: &[LmrTriplet], cookie: impl Into<Cookie>) -> Result<()> {
         const OP: &str = "srq_post_recv";
-        let cookie: Cookie = cookie.into();
         self.check(OP)?;
-        let ia = &self.0.pz.0.ia;
-        let max_iov = self.0.max_recv_iov;
+        let wr = self.recv_wr(OP, iov, cookie.into(), CompletionFlags::empty())?;
+        self.0.rq.post(wr).map_err(|max| self.full(OP, max))
+    }
+
+    /// A receive's work request: its iov resolved (flags: none, as `dat_srq_post_recv` takes).
+    fn recv_wr(
+        &self,
+        op: &'static str,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+    ) -> Result<RecvWr> {
+        if !flags.is_empty() {
+            return err(
+                ErrorType::InvalidParameter,
+                Subtype::InvalidArg4,
+                op,
+                self.object(),
+                format!("an SRQ receive takes no completion flags (got {flags:?})"),
+            );
+        }
         let r = EpInner::resolve_iov(
-            ia,
+            &self.0.pz.0.ia,
             self.0.pz.0.id,
             iov,
-            max_iov,
+            self.0.max_recv_iov,
             MemPriv::LOCAL_WRITE,
-            OP,
+            op,
             self.object(),
         )?;
-        let wr = RecvWr {
+        Ok(RecvWr {
             cookie,
-            flags: CompletionFlags::empty(),
+            flags,
             segs: r.segs,
             total: r.total,
-        };
-        self.0.rq.post(wr).map_err(|max| {
-            DatError::new(
-                ErrorType::InsufficientResources,
-                Subtype::ResourceSrq,
-                OP,
-                self.object(),
-                format!("the SRQ holds its maximum of {max}"),
-            )
         })
+    }
+
+    fn full(&self, op: &'static str, max: usize) -> DatError {
+        DatError::new(
+            ErrorType::InsufficientResources,
+            Subtype::ResourceSrq,
+            op,
+            self.object(),
+            format!("the SRQ holds its maximum of {max}"),
+        )
+    }
+
+    /// Posts a batch of receive buffers in order, as [`post_recv`](Self::post_recv) posts
+    /// each, resolving and queueing [`RECV_BATCH_CHUNK`] of them under one hold of the SRQ's
+    /// lock (the Rust API's form of `ibv_post_srq_recv` with a list). A request's `flags` must
+    /// be empty (`dat_srq_post_recv` takes none). The batch stops at the first refused request:
+    /// those before it are posted, it and those after it are not ([`BatchError::posted`]).
+    /// Never blocks.
+    pub fn post_recvs(&self, recvs: &[RecvRequest<'_>]) -> std::result::Result<(), BatchError> {
+        const OP: &str = "srq_post_recv";
+        self.check(OP)
+            .map_err(|error| BatchError { posted: 0, error })?;
+        post_in_chunks(
+            recvs,
+            |r| self.recv_wr(OP, r.iov, r.cookie, r.flags),
+            |wrs| {
+                let (taken, full) = self.0.rq.post_many(wrs);
+                (taken, full.map(|max| self.full(OP, max)))
+            },
+        )
     }
 
     /// `dat_srq_query`.

@@ -1710,3 +1710,231 @@ per_link!(
         s.close();
     }
 );
+
+// ------------------------------------------------------------------------------------------------
+// Batches of receives (`Endpoint::post_recvs`, the Rust API's form of ibv_post_recv's list)
+
+/// The iovs of `n` 16-byte receives into consecutive slots of `l`.
+fn slot_requests(l: &Lmr, n: usize) -> Vec<[LmrTriplet; 1]> {
+    (0..n).map(|k| [l.triplet(16 * k as u64, 16)]).collect()
+}
+
+fn requests<'a>(iovs: &'a [[LmrTriplet; 1]], base: u64) -> Vec<RecvRequest<'a>> {
+    iovs.iter()
+        .enumerate()
+        .map(|(k, iov)| RecvRequest {
+            iov,
+            cookie: (base + k as u64).into(),
+            flags: CompletionFlags::empty(),
+        })
+        .collect()
+}
+
+// A batch is posted as its receives one by one would be: in order (each message fills the
+// next receive of the batch, across the batch's internal chunks), each completing once.
+per_link!(
+    a_batch_of_receives_is_filled_in_order_and_each_completes_once,
+    |link| {
+        let p = Pair::new(link);
+        const N: usize = RECV_BATCH_CHUNK + 9;
+        let lb = sentinel_lmr(&p.b, 16 * N);
+        let iovs = slot_requests(&lb, N);
+        p.b.ep.post_recvs(&requests(&iovs, 1000)).unwrap();
+        assert_eq!(p.b.ep.recv_query().unwrap(), (N, 16 * N as u64));
+        let la = p.a.lmr(64);
+        for k in 0..N {
+            let msg = [k as u8; 5];
+            send(&p.a, &la, 0, &msg, k as u64, CompletionFlags::SUPPRESS);
+            // One at a time: the sender's buffer is reused.
+            let r = p.b.recv_done();
+            assert_eq!(
+                (r.cookie.0, r.status, r.transferred_length, r.operation),
+                (1000 + k as u64, DtoStatus::Success, 5, DtoOp::Receive),
+                "message {k}"
+            );
+        }
+        let mut want = vec![SENTINEL; 16 * N];
+        for k in 0..N {
+            want[16 * k..16 * k + 5].fill(k as u8);
+        }
+        assert_eq!(lb.to_vec(0, 16 * N).unwrap(), want);
+        assert_empty(&p.b.recv_evd);
+        assert_eq!(p.b.ep.recv_query().unwrap().0, 0);
+        p.close();
+    }
+);
+
+// ibv_post_recv's rule for a list: the first refused request stops it; those before it are
+// posted, it and those after it are not, and the error says how many were posted.
+once!(
+    a_batch_stops_at_its_first_refused_receive_with_those_before_posted,
+    |link| {
+        let b = Side::new(link, None);
+        let l = b.lmr(16 * 8);
+        let other = b.ia.pz_create().unwrap();
+        let foreign = other.lmr_allocate(64, MemPriv::ALL).unwrap();
+        let mut iovs = slot_requests(&l, 6);
+        iovs[3] = [foreign.triplet(0, 16)];
+        let e = b.ep.post_recvs(&requests(&iovs, 0)).unwrap_err();
+        assert_eq!(e.posted, 3);
+        assert_eq!(e.error.kind(), ErrorType::ProtectionViolation);
+        assert!(e.to_string().contains("request 3"), "{e}");
+        assert_eq!(b.ep.recv_query().unwrap(), (3, 48));
+        // Bad flags refuse a request the same way.
+        let iovs = slot_requests(&l, 2);
+        let mut reqs = requests(&iovs, 10);
+        reqs[0].flags = CompletionFlags::UNSIGNALLED;
+        let e = b.ep.post_recvs(&reqs).unwrap_err();
+        assert_eq!((e.posted, e.error.kind()), (0, ErrorType::InvalidParameter));
+        assert_eq!(b.ep.recv_query().unwrap().0, 3);
+        assert_empty(&b.recv_evd);
+        b.close();
+    }
+);
+
+// A batch that fills the receive queue: the receives that fit are posted, the first that does
+// not is DAT_INSUFFICIENT_RESOURCES, as for a single post.
+once!(
+    a_batch_that_fills_the_queue_posts_what_fits_then_is_insufficient_resources,
+    |link| {
+        let attr = EpAttr {
+            max_recv_dtos: 4,
+            ..EpAttr::default()
+        };
+        let b = Side::new(link, Some(&attr));
+        let l = b.lmr(16 * 8);
+        b.ep.post_recv(&[l.triplet(0, 16)], 99, CompletionFlags::empty())
+            .unwrap();
+        let iovs = slot_requests(&l, 6);
+        let e = b.ep.post_recvs(&requests(&iovs, 0)).unwrap_err();
+        assert_eq!(
+            (e.posted, e.error.kind()),
+            (3, ErrorType::InsufficientResources)
+        );
+        assert_eq!(b.ep.recv_query().unwrap().0, 4);
+        // An empty batch posts nothing and succeeds.
+        b.ep.post_recvs(&[]).unwrap();
+        b.close();
+    }
+);
+
+// As a single post on a DISCONNECTED endpoint: every receive of the batch is flushed at once,
+// in order.
+per_link!(
+    a_batch_on_a_disconnected_endpoint_is_flushed_in_order,
+    |link| {
+        let p = disconnected_pair(link);
+        let lb = p.b.lmr(16 * 40);
+        let iovs = slot_requests(&lb, 40);
+        p.b.ep.post_recvs(&requests(&iovs, 500)).unwrap();
+        for k in 0..40u64 {
+            let r = dequeue_dto(&p.b.recv_evd);
+            assert_eq!((r.cookie.0, r.status), (500 + k, DtoStatus::Flushed));
+        }
+        assert_empty(&p.b.recv_evd);
+        p.close();
+    }
+);
+
+// An endpoint on an SRQ takes no receives of its own, in a batch as alone.
+once!(a_batch_on_an_srq_endpoint_is_invalid_state, |link| {
+    let s = SrqSide::new(link, 1, &SrqAttr::default(), false);
+    let l = s.lmr(64);
+    let iovs = slot_requests(&l, 2);
+    let e = s.eps[0].post_recvs(&requests(&iovs, 0)).unwrap_err();
+    assert_eq!((e.posted, e.error.kind()), (0, ErrorType::InvalidState));
+    s.close();
+});
+
+// An SRQ's batch is taken in order by the endpoints that use it, each receive once.
+per_link!(an_srq_batch_is_taken_in_order_by_its_endpoints, |link| {
+    let s = SrqSide::new(link, 2, &SrqAttr::default(), true);
+    const N: usize = RECV_BATCH_CHUNK + 3;
+    let l = s.lmr(16 * N);
+    let iovs = slot_requests(&l, N);
+    s.srq.post_recvs(&requests(&iovs, 300)).unwrap();
+    assert_eq!(s.srq.query().unwrap().available_dto_count, N);
+    for k in 0..N {
+        let peer = &s.peers[k % 2];
+        let lp = peer.lmr(64);
+        send(
+            peer,
+            &lp,
+            0,
+            &[k as u8; 3],
+            k as u64,
+            CompletionFlags::SUPPRESS,
+        );
+        let r = Side::dto(&s.recv_evds[0]);
+        assert_eq!(
+            (r.cookie.0, r.status, r.transferred_length),
+            (300 + k as u64, DtoStatus::Success, 3),
+            "message {k}"
+        );
+        assert_eq!(l.to_vec(16 * k, 3).unwrap(), vec![k as u8; 3]);
+    }
+    assert_eq!(s.srq.query().unwrap().available_dto_count, 0);
+    s.close();
+});
+
+// An SRQ's batch stops at its first refused request (flags, which dat_srq_post_recv does not
+// take; a full queue), with those before it posted.
+once!(an_srq_batch_stops_at_its_first_refused_receive, |link| {
+    let (ia, _async_evd) = InterfaceAdapter::open(link, 8).unwrap();
+    let pz = ia.pz_create().unwrap();
+    let attr = SrqAttr {
+        max_recv_dtos: 5,
+        ..SrqAttr::default()
+    };
+    let srq = ia.srq_create(&pz, &attr).unwrap();
+    let l = pz.lmr_allocate(16 * 8, MemPriv::ALL).unwrap();
+    let iovs = slot_requests(&l, 8);
+    let mut reqs = requests(&iovs, 0);
+    reqs[2].flags = CompletionFlags::SUPPRESS;
+    let e = srq.post_recvs(&reqs).unwrap_err();
+    assert_eq!((e.posted, e.error.kind()), (2, ErrorType::InvalidParameter));
+    assert_eq!(srq.query().unwrap().available_dto_count, 2);
+    let e = srq.post_recvs(&requests(&iovs, 10)).unwrap_err();
+    assert_eq!(
+        (e.posted, e.error.kind()),
+        (3, ErrorType::InsufficientResources)
+    );
+    assert_eq!(srq.query().unwrap().available_dto_count, 5);
+    ia.close(CloseFlags::Abrupt).unwrap();
+});
+
+// A Send that arrived before any receive waits (RNR) and is placed when a batch brings one,
+// on an endpoint's own queue and on an SRQ.
+per_link!(
+    a_send_waiting_for_a_buffer_is_placed_when_a_batch_posts_one,
+    |link| {
+        let p = Pair::new(link);
+        let la = p.a.lmr(64);
+        send(&p.a, &la, 0, b"early", 1, CompletionFlags::SUPPRESS);
+        std::thread::sleep(Duration::from_millis(20));
+        let lb = sentinel_lmr(&p.b, 64);
+        let iovs = slot_requests(&lb, 2);
+        p.b.ep.post_recvs(&requests(&iovs, 70)).unwrap();
+        let r = p.b.recv_done();
+        assert_eq!(
+            (r.cookie.0, r.status, r.transferred_length),
+            (70, DtoStatus::Success, 5)
+        );
+        assert_eq!(lb.to_vec(0, 5).unwrap(), b"early");
+        p.close();
+
+        let s = SrqSide::new(link, 1, &SrqAttr::default(), false);
+        let lp = s.peers[0].lmr(64);
+        send(&s.peers[0], &lp, 0, b"late", 2, CompletionFlags::SUPPRESS);
+        std::thread::sleep(Duration::from_millis(20));
+        let l = s.lmr(64);
+        let iovs = slot_requests(&l, 1);
+        s.srq.post_recvs(&requests(&iovs, 80)).unwrap();
+        let r = Side::dto(&s.recv_evds[0]);
+        assert_eq!(
+            (r.cookie.0, r.status, r.transferred_length),
+            (80, DtoStatus::Success, 4)
+        );
+        s.close();
+    }
+);

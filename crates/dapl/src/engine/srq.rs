@@ -91,24 +91,41 @@ impl SharedRq {
     /// Posts a receive; `Err(max)` when the queue is full. If the queue was empty, attached QPs
     /// whose peers wait for a buffer are woken.
     pub(crate) fn post(&self, wr: RecvWr) -> Result<(), usize> {
-        let waiting: Vec<Weak<Qp>> = {
+        match self.post_many(std::iter::once(wr)) {
+            (_, Some(max)) => Err(max),
+            _ => Ok(()),
+        }
+    }
+
+    /// Posts receives in order under one hold of the lock, as [`SharedRq::post`] posts one:
+    /// how many were taken, and the depth if the queue filled before the last (the rest are
+    /// dropped: never posted).
+    pub(crate) fn post_many(&self, wrs: impl Iterator<Item = RecvWr>) -> (usize, Option<usize>) {
+        let (taken, full, waiting): (usize, Option<usize>, Vec<Weak<Qp>>) = {
             let mut c = self.lock();
-            if c.queue.len() >= c.max {
-                return Err(c.max);
+            let was_empty = c.queue.is_empty();
+            let (mut taken, mut full) = (0, None);
+            for wr in wrs {
+                if c.queue.len() >= c.max {
+                    full = Some(c.max);
+                    break;
+                }
+                c.queue.push_back(wr);
+                taken += 1;
             }
-            c.queue.push_back(wr);
-            if c.queue.len() == 1 {
+            let waiting = if was_empty && taken > 0 {
                 c.qps.iter().map(|(_, w)| w.clone()).collect()
             } else {
                 Vec::new()
-            }
+            };
+            (taken, full, waiting)
         };
         for qp in waiting.iter().filter_map(Weak::upgrade) {
             if let Some(conn) = qp.take_peer_waiting() {
                 conn.wake_peer();
             }
         }
-        Ok(())
+        (taken, full)
     }
 
     /// Receives posted and not yet taken.

@@ -12,6 +12,8 @@ mod builder;
 mod post;
 
 pub use builder::EndpointBuilder;
+pub(crate) use post::post_in_chunks;
+pub use post::{BatchError, RecvRequest, RECV_BATCH_CHUNK};
 
 use crate::engine::qp::{
     Completion, CompletionQueue, ModifyError, PostError, Qp, QpEvent, QpQueues, QpUpcalls,

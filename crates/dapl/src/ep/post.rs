@@ -9,6 +9,82 @@ use crate::ia::IaInner;
 use crate::mem::LocalFault;
 use crate::types::{CompletionFlags, Cookie, EpState, LmrTriplet, MemPriv, RmrContext, RmrTriplet};
 
+/// How many receives [`Endpoint::post_recvs`] resolves and queues under one hold of the
+/// receive queue's lock (a stack array of that many work requests).
+pub const RECV_BATCH_CHUNK: usize = 32;
+
+/// One receive of a batch ([`Endpoint::post_recvs`]): what [`Endpoint::post_recv`] takes.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvRequest<'a> {
+    /// Filled in order; empty receives a zero-length message.
+    pub iov: &'a [LmrTriplet],
+    /// Returned in the receive's completion.
+    pub cookie: Cookie,
+    /// As `post_recv`'s: empty, or UNSIGNALLED on an endpoint that allows it.
+    pub flags: CompletionFlags,
+}
+
+/// A batch post stopped at a refused request ([`Endpoint::post_recvs`]).
+#[derive(Debug, Clone)]
+pub struct BatchError {
+    /// How many requests of the batch, from its start, were posted.
+    pub posted: usize,
+    /// Why the next one was refused.
+    pub error: DatError,
+}
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "request {} of the batch refused (those before it posted): {}",
+            self.posted, self.error
+        )
+    }
+}
+
+impl std::error::Error for BatchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+impl From<BatchError> for DatError {
+    fn from(e: BatchError) -> DatError {
+        e.error
+    }
+}
+
+/// Posts `recvs` in chunks of [`RECV_BATCH_CHUNK`]: each request made a work request by
+/// `make`, each chunk queued by `queue` (how many it took, and why it stopped), until the first
+/// refusal. Shared by the endpoint's and the SRQ's batch posts.
+pub(crate) fn post_in_chunks(
+    recvs: &[RecvRequest<'_>],
+    mut make: impl FnMut(&RecvRequest<'_>) -> Result<RecvWr>,
+    mut queue: impl FnMut(arrayvec::IntoIter<RecvWr, RECV_BATCH_CHUNK>) -> (usize, Option<DatError>),
+) -> std::result::Result<(), BatchError> {
+    let mut posted = 0;
+    for chunk in recvs.chunks(RECV_BATCH_CHUNK) {
+        let mut wrs: arrayvec::ArrayVec<RecvWr, RECV_BATCH_CHUNK> = arrayvec::ArrayVec::new();
+        let mut refused = None;
+        for r in chunk {
+            match make(r) {
+                Ok(wr) => wrs.push(wr),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let (taken, full) = queue(wrs.into_iter());
+        posted += taken;
+        if let Some(error) = full.or(refused) {
+            return Err(BatchError { posted, error });
+        }
+    }
+    Ok(())
+}
+
 /// What a post resolved and how it must complete.
 pub(crate) struct Resolved {
     pub(crate) segs: Segs,
@@ -129,38 +205,82 @@ impl Endpoint {
     ) -> Result<()> {
         const OP: &str = "ep_post_recv";
         let cookie: Cookie = cookie.into();
-        self.check_handle(OP)?;
+        self.check_recv_post(OP)?;
         let ep = &self.0;
-        if ep.srq.is_some() {
+        let wr = self.recv_wr(OP, &ep.qp.post_view(), iov, cookie, flags)?;
+        ep.qp
+            .post_recv(wr)
+            .map_err(|e| post_error(e, OP, ep.object(), "receive"))
+    }
+
+    /// What every receive post checks first: the handle, and that the endpoint has a queue
+    /// of its own.
+    fn check_recv_post(&self, op: &'static str) -> Result<()> {
+        self.check_handle(op)?;
+        if self.0.srq.is_some() {
             return err(
                 ErrorType::InvalidState,
                 Subtype::NoSubtype,
-                OP,
-                ep.object(),
+                op,
+                self.0.object(),
                 "the endpoint takes its receives from an SRQ",
             );
         }
-        let v = ep.qp.post_view();
-        let (max_iov, ep_flags) = (v.max_recv_iov, v.recv_flags);
-        self.check_post_flags(OP, flags, CompletionFlags::UNSIGNALLED, ep_flags)?;
+        Ok(())
+    }
+
+    /// A receive's work request: its flags checked, its iov resolved.
+    fn recv_wr(
+        &self,
+        op: &'static str,
+        v: &crate::engine::qp::PostAttrs,
+        iov: &[LmrTriplet],
+        cookie: Cookie,
+        flags: CompletionFlags,
+    ) -> Result<RecvWr> {
+        let ep = &self.0;
+        self.check_post_flags(op, flags, CompletionFlags::UNSIGNALLED, v.recv_flags)?;
         let r = EpInner::resolve_iov(
             &ep.ia,
             ep.pz.0.id,
             iov,
-            max_iov,
+            v.max_recv_iov,
             MemPriv::LOCAL_WRITE,
-            OP,
+            op,
             ep.object(),
         )?;
-        let wr = RecvWr {
+        Ok(RecvWr {
             cookie,
             flags,
             segs: r.segs,
             total: r.total,
-        };
-        ep.qp
-            .post_recv(wr)
-            .map_err(|e| post_error(e, OP, ep.object(), "receive"))
+        })
+    }
+
+    /// Posts a batch of receives in order, as [`post_recv`](Self::post_recv) posts each
+    /// (the same checks, the same completions), taking the receive queue's lock once per
+    /// [`RECV_BATCH_CHUNK`] receives instead of once each: the form of `ibv_post_recv` with a
+    /// list of work requests, in the Rust API only (`dat_ep_post_recv` posts one). As there,
+    /// the batch stops at the first receive that is refused: those before it are posted (and
+    /// complete as any posted receive does), it and those after it are not, and the error
+    /// says how many were posted. Never blocks or allocates.
+    pub fn post_recvs(&self, recvs: &[RecvRequest<'_>]) -> std::result::Result<(), BatchError> {
+        const OP: &str = "ep_post_recv";
+        self.check_recv_post(OP)
+            .map_err(|error| BatchError { posted: 0, error })?;
+        let ep = &self.0;
+        let v = ep.qp.post_view();
+        post_in_chunks(
+            recvs,
+            |r| self.recv_wr(OP, &v, r.iov, r.cookie, r.flags),
+            |wrs| {
+                let (taken, full) = ep.qp.post_recvs(wrs);
+                (
+                    taken,
+                    full.map(|e| post_error(e, OP, ep.object(), "receive")),
+                )
+            },
+        )
     }
 
     fn post_request(
