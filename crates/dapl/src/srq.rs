@@ -264,11 +264,11 @@ impl Srq {
     }
 
     /// Posts a batch of receive buffers in order, as [`post_recv`](Self::post_recv) posts
-    /// each, resolving and queueing [`RECV_BATCH_CHUNK`] of them under one hold of the SRQ's
-    /// lock (the Rust API's form of `ibv_post_srq_recv` with a list). A request's `flags` must
-    /// be empty (`dat_srq_post_recv` takes none). The batch stops at the first refused request:
-    /// those before it are posted, it and those after it are not ([`BatchError::posted`]).
-    /// Never blocks.
+    /// each, resolving and queueing [`RECV_BATCH_CHUNK`](crate::RECV_BATCH_CHUNK) of them under
+    /// one hold of the SRQ's lock (the Rust API's form of `ibv_post_srq_recv` with a list). A
+    /// request's `flags` must be empty (`dat_srq_post_recv` takes none). The batch stops at the
+    /// first refused request: those before it are posted, it and those after it are not
+    /// ([`BatchError::posted`]). Never blocks.
     pub fn post_recvs(&self, recvs: &[RecvRequest<'_>]) -> std::result::Result<(), BatchError> {
         const OP: &str = "srq_post_recv";
         self.check(OP)
