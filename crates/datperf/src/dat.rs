@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use dapl::{
     CloseFlags, CompletionFlags, ConnectionEventKind, ConnectionRequest, DtoCompletion, DtoOp,
     DtoStatus, EpAttr, ErrorType, EvdFlags, Event, InterfaceAdapter, Lmr, LmrTriplet, MemPriv,
-    PspFlags, Pz, RecvRequest, RmrTriplet, ServicePoint,
+    PspFlags, Pz, RmrTriplet, ServicePoint,
 };
 
 use crate::args::{MemKind, Op, MAX_SIZE};
@@ -1070,26 +1070,17 @@ fn serve_conn(c: &Conn, cr: &ConnectionRequest) -> Result<()> {
             let dst = [c.dst()];
             let (mut got, mut posted) = (0u64, first_recvs);
             let mut batch = Vec::with_capacity(BATCH);
-            // Each batch's receives go back in one `post_recvs` (one hold of the queue's lock
-            // per 32, not one each).
-            let mut again: Vec<RecvRequest<'_>> = Vec::with_capacity(BATCH);
             while got < spec.total {
                 c.next_dtos(&mut batch, WHAT)?;
                 for ev in batch.drain(..) {
                     if dto_of(ev, WHAT)?.operation == DtoOp::Receive {
                         got += 1;
                         if posted < spec.total {
-                            again.push(RecvRequest {
-                                iov: &dst,
-                                cookie: posted.into(),
-                                flags: CompletionFlags::empty(),
-                            });
+                            c.ep.post_recv(&dst, posted, CompletionFlags::empty())?;
                             posted += 1;
                         }
                     }
                 }
-                c.ep.post_recvs(&again)?;
-                again.clear();
             }
             // Everything arrived: tell the client.
             c.post_until_taken(|| {
