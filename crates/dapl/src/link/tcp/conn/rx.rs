@@ -193,12 +193,11 @@ impl TcpConn {
     }
 
     fn on_wake_locked(self: &Arc<Self>) {
-        let rx = lock(&self.rx);
-        let Some(ulpdu) = rx.stalled.as_ref().cloned() else {
+        let mut rx = lock(&self.rx);
+        // Taken, not cloned: a Send still without a buffer is parked again by `handle_ulpdu`.
+        let Some(ulpdu) = rx.stalled.take() else {
             return;
         };
-        let mut rx = rx;
-        rx.stalled = None;
         rx.rnr_until = None;
         let step = self.handle_ulpdu(&mut rx, &ulpdu);
         self.answer_reads();
