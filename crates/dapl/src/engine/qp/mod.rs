@@ -559,12 +559,7 @@ impl Qp {
             return Err(PostError::QueueFull(c.attr.max_recv_dtos));
         }
         c.rq.push_back(wr);
-        let wake = if c.peer_waiting {
-            c.peer_waiting = false;
-            c.conn.clone()
-        } else {
-            None
-        };
+        let wake = c.take_peer_waiting();
         drop(c);
         if let Some(conn) = wake {
             conn.wake_peer();
@@ -599,9 +594,8 @@ impl Qp {
             c.rq.push_back(wr);
             taken += 1;
         }
-        let wake = if taken > 0 && c.peer_waiting {
-            c.peer_waiting = false;
-            c.conn.clone()
+        let wake = if taken > 0 {
+            c.take_peer_waiting()
         } else {
             None
         };
@@ -653,13 +647,7 @@ impl Qp {
 
     /// Whether a peer Send is waiting for a receive buffer here; clears the flag.
     pub(crate) fn take_peer_waiting(&self) -> Option<Arc<dyn Connection>> {
-        let mut c = self.lock();
-        if c.peer_waiting {
-            c.peer_waiting = false;
-            c.conn.clone()
-        } else {
-            None
-        }
+        self.lock().take_peer_waiting()
     }
 }
 
@@ -668,6 +656,15 @@ impl Qp {
 pub(crate) type DeferredEnd = (Option<u64>, ConnectionEventKind, bool);
 
 impl QpCore {
+    /// The connection to wake if a peer Send waits for a receive buffer here; clears the flag.
+    fn take_peer_waiting(&mut self) -> Option<Arc<dyn Connection>> {
+        if std::mem::take(&mut self.peer_waiting) {
+            self.conn.clone()
+        } else {
+            None
+        }
+    }
+
     /// The WR that was inside `transmit` has its outcome recorded (its completion queued): the
     /// end that came meanwhile, if any, which the caller runs once it has dropped the lock
     /// ([`Qp::run_deferred_end`]).
