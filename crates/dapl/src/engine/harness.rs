@@ -17,6 +17,7 @@ use crate::engine::qp::{
     Completion, CompletionQueue, Qp, QpEvent, QpUpcalls, RecvWr, ReqOp, RxReadFault, RxResponse,
     RxSend, RxWriteFault, RxWriteImmed, Segs, SendWr,
 };
+use crate::engine::srq::SharedRq;
 use crate::mem::{EntryKind, MemTable, RegionMemory};
 use crate::types::{
     CompletionFlags, ConnectionEventKind, DtoStatus, EpAttr, EpState, IaAddress, MemPriv,
@@ -226,6 +227,12 @@ impl Wire {
         self.log.lock().unwrap().clone()
     }
 
+    /// The messages waiting for delivery, oldest first (wakes and closes too, which the log
+    /// leaves out).
+    pub(crate) fn queued(&self) -> Vec<Msg> {
+        self.queue.lock().unwrap().iter().cloned().collect()
+    }
+
     /// Messages waiting for delivery.
     pub(crate) fn pending(&self) -> usize {
         self.queue.lock().unwrap().len()
@@ -421,7 +428,7 @@ pub(crate) struct Pair {
     pub(crate) b: End,
 }
 
-fn end(mem: &Arc<MemTable>, id: u64, attr: EpAttr) -> End {
+fn end(mem: &Arc<MemTable>, id: u64, attr: EpAttr, srq: Option<&Arc<SharedRq>>) -> End {
     let up = Arc::new(Recorder::default());
     let weak: Weak<dyn QpUpcalls> = Arc::downgrade(&up) as Weak<Recorder>;
     let qp = Arc::new(Qp::new(
@@ -429,11 +436,14 @@ fn end(mem: &Arc<MemTable>, id: u64, attr: EpAttr) -> End {
         "127.0.0.1:0".parse().unwrap(),
         PZ,
         mem.clone(),
-        None,
+        srq.cloned(),
         attr.clone(),
         weak,
-        crate::engine::qp::QpQueues::new(&attr, false).expect("queues"),
+        crate::engine::qp::QpQueues::new(&attr, srq.is_some()).expect("queues"),
     ));
+    if let Some(srq) = srq {
+        srq.attach(&qp);
+    }
     let region = Arc::new(RegionMemory::allocate(REGION).expect("region"));
     let stag = mem
         .insert(
@@ -460,9 +470,30 @@ impl Pair {
     /// Two QPs with these attributes, connected with IRD/ORD as both offered (each side's ORD
     /// capped by the other's IRD), both ESTABLISHED (the events are taken from the recorders).
     pub(crate) fn connected(attr_a: EpAttr, attr_b: EpAttr) -> Pair {
-        let mem = Arc::new(MemTable::default());
-        let a = end(&mem, 1, attr_a.clone());
-        let b = end(&mem, 2, attr_b.clone());
+        Self::connect(Arc::new(MemTable::default()), 1, attr_a, attr_b, None)
+    }
+
+    /// As [`Pair::connected`], with B taking its receives from `srq` (attached), the QPs
+    /// numbered `id` (A) and `id + 1` (B), and their regions in `mem`: several pairs can share
+    /// one queue.
+    pub(crate) fn connected_srq(
+        mem: &Arc<MemTable>,
+        id: u64,
+        attr: EpAttr,
+        srq: &Arc<SharedRq>,
+    ) -> Pair {
+        Self::connect(mem.clone(), id, attr.clone(), attr, Some(srq))
+    }
+
+    fn connect(
+        mem: Arc<MemTable>,
+        id: u64,
+        attr_a: EpAttr,
+        attr_b: EpAttr,
+        srq: Option<&Arc<SharedRq>>,
+    ) -> Pair {
+        let a = end(&mem, id, attr_a.clone(), None);
+        let b = end(&mem, id + 1, attr_b.clone(), srq);
         let remote: IaAddress = "127.0.0.1:0".parse().unwrap();
         let a_ord = attr_a.max_rdma_read_out.min(attr_b.max_rdma_read_in);
         let b_ord = attr_b.max_rdma_read_out.min(attr_a.max_rdma_read_in);

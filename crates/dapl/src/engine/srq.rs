@@ -3,8 +3,13 @@
 //! Only QPs in CONNECTED or DISCONNECT_PENDING take buffers (the engine only delivers Sends to
 //! those). When the posted count falls below the low watermark, the owner is told once
 //! ([`SrqUpcalls::low_watermark`]); [`SharedRq::set_low_watermark`] arms it again.
+//!
+//! A QP that finds the queue empty for an inbound Send is listed as waiting (once, however
+//! often it finds it empty), and a post wakes the listed QPs only: a post neither allocates
+//! nor visits QPs whose peers wait for nothing, however many share the queue. The list is
+//! reserved for every attached QP when it attaches, so listing never allocates either.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::engine::qp::{Qp, RecvWr};
@@ -20,7 +25,30 @@ struct SrqCore {
     max: usize,
     low_watermark: Option<usize>,
     lw_armed: bool,
-    qps: Vec<(u64, Weak<Qp>)>,
+    /// Attached QPs by id: each one's QP and whether it is in `waiting`.
+    qps: HashMap<u64, Attached>,
+    /// Ids of the attached QPs that found the queue empty since they were last woken, oldest
+    /// first; each at most once, so never longer than `qps` (its capacity is reserved on
+    /// attach).
+    waiting: VecDeque<u64>,
+}
+
+struct Attached {
+    qp: Weak<Qp>,
+    listed: bool,
+}
+
+impl SrqCore {
+    /// The next QP to wake (unlisted: it lists itself again if it finds the queue empty).
+    fn next_waiting(&mut self) -> Option<Weak<Qp>> {
+        while let Some(id) = self.waiting.pop_front() {
+            if let Some(a) = self.qps.get_mut(&id) {
+                a.listed = false;
+                return Some(a.qp.clone());
+            }
+        }
+        None
+    }
 }
 
 /// A shared receive queue.
@@ -42,7 +70,8 @@ impl SharedRq {
                 max,
                 low_watermark,
                 lw_armed: low_watermark.is_some(),
-                qps: Vec::new(),
+                qps: HashMap::new(),
+                waiting: VecDeque::new(),
             }),
             upcalls,
         })
@@ -58,21 +87,47 @@ impl SharedRq {
         }
     }
 
-    /// A QP takes its receives from here from now on.
+    /// A QP takes its receives from here from now on. (The one call here that allocates:
+    /// room for the QP in the map and in the waiting list.)
     pub(crate) fn attach(&self, qp: &Arc<Qp>) {
-        self.lock().qps.push((qp.id(), Arc::downgrade(qp)));
+        let mut c = self.lock();
+        let attached = Attached {
+            qp: Arc::downgrade(qp),
+            listed: false,
+        };
+        if c.qps.insert(qp.id(), attached).is_none() {
+            let n = c.qps.len();
+            let extra = n.saturating_sub(c.waiting.len());
+            c.waiting.reserve(extra);
+        }
     }
 
     /// The QP `id` no longer uses this queue.
     pub(crate) fn detach(&self, id: u64) {
-        self.lock().qps.retain(|(q, _)| *q != id);
+        let mut c = self.lock();
+        if c.qps.remove(&id).is_some_and(|a| a.listed) {
+            c.waiting.retain(|q| *q != id);
+        }
     }
 
-    /// Takes the oldest posted receive for a QP's inbound Send.
-    pub(crate) fn take(&self) -> Option<RecvWr> {
+    /// Takes the oldest posted receive for an inbound Send of the attached QP `qp`; with none,
+    /// lists `qp` as waiting, so that the next post wakes it. The caller marks its peer
+    /// waiting under the QP's lock, which it holds across this call (a post's wake takes that
+    /// lock, so it cannot come between the two).
+    pub(crate) fn take(&self, qp: u64) -> Option<RecvWr> {
         let (wr, low) = {
             let mut c = self.lock();
-            let wr = c.queue.pop_front()?;
+            let Some(wr) = c.queue.pop_front() else {
+                let c = &mut *c;
+                if let Some(a) = c.qps.get_mut(&qp) {
+                    if !a.listed {
+                        a.listed = true;
+                        // Within the capacity reserved on attach: one entry per attached QP.
+                        c.waiting.push_back(qp);
+                    }
+                }
+                return None;
+            };
             let low = match c.low_watermark {
                 Some(lw) if c.lw_armed && c.queue.len() < lw => {
                     c.lw_armed = false;
@@ -88,8 +143,8 @@ impl SharedRq {
         Some(wr)
     }
 
-    /// Posts a receive; `Err(max)` when the queue is full. If the queue was empty, attached QPs
-    /// whose peers wait for a buffer are woken.
+    /// Posts a receive; `Err(max)` when the queue is full. Attached QPs that found the queue
+    /// empty since they were last woken are woken (their peers' Sends wait for a buffer).
     pub(crate) fn post(&self, wr: RecvWr) -> Result<(), usize> {
         match self.post_many(std::iter::once(wr)) {
             (_, Some(max)) => Err(max),
@@ -101,9 +156,8 @@ impl SharedRq {
     /// how many were taken, and the depth if the queue filled before the last (the rest are
     /// dropped: never posted).
     pub(crate) fn post_many(&self, wrs: impl Iterator<Item = RecvWr>) -> (usize, Option<usize>) {
-        let (taken, full, waiting): (usize, Option<usize>, Vec<Weak<Qp>>) = {
+        let (taken, full, mut next) = {
             let mut c = self.lock();
-            let was_empty = c.queue.is_empty();
             let (mut taken, mut full) = (0, None);
             for wr in wrs {
                 if c.queue.len() >= c.max {
@@ -113,15 +167,19 @@ impl SharedRq {
                 c.queue.push_back(wr);
                 taken += 1;
             }
-            let waiting = if was_empty && taken > 0 {
-                c.qps.iter().map(|(_, w)| w.clone()).collect()
-            } else {
-                Vec::new()
-            };
-            (taken, full, waiting)
+            // Only the QPs listed now: a woken peer's Send may come back at once (loopback
+            // runs it inside `wake_peer`) and list its QP again if another took the buffer.
+            let listed = if taken > 0 { c.waiting.len() } else { 0 };
+            (taken, full, listed)
         };
-        for qp in waiting.iter().filter_map(Weak::upgrade) {
-            if let Some(conn) = qp.take_peer_waiting() {
+        // One QP at a time, each taken off the list under the lock and woken outside it (the
+        // wake takes the QP's lock, which is taken before this one).
+        while next > 0 {
+            next -= 1;
+            let Some(qp) = self.lock().next_waiting() else {
+                break;
+            };
+            if let Some(conn) = qp.upgrade().and_then(|qp| qp.take_peer_waiting()) {
                 conn.wake_peer();
             }
         }
@@ -183,5 +241,147 @@ impl SharedRq {
     /// Drops every posted receive (the SRQ is freed).
     pub(crate) fn clear(&self) {
         self.lock().queue.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The waiting list, replayed on the two-QP harness: several pairs whose B ends share one
+    //! queue.
+
+    use std::sync::{Arc, Weak};
+
+    use super::{SharedRq, SrqUpcalls};
+    use crate::engine::harness::{done_of, recv_wr, send_wr, Delivered, Msg, Pair};
+    use crate::engine::port::Payload;
+    use crate::engine::qp::{CompletionQueue, ReqOp, RxSend};
+    use crate::mem::MemTable;
+    use crate::types::{DtoStatus, EpAttr};
+
+    struct NoUpcalls;
+    impl SrqUpcalls for NoUpcalls {
+        fn low_watermark(&self) {}
+    }
+
+    fn srq(max: usize) -> (Arc<SharedRq>, Arc<NoUpcalls>) {
+        let up = Arc::new(NoUpcalls);
+        let weak: Weak<dyn SrqUpcalls> = Arc::downgrade(&up) as Weak<NoUpcalls>;
+        (Arc::new(SharedRq::new(max, None, weak).unwrap()), up)
+    }
+
+    /// `n` pairs whose B ends share `srq`.
+    fn pairs(srq: &Arc<SharedRq>, n: u64) -> Vec<Pair> {
+        let mem = Arc::new(MemTable::default());
+        (0..n)
+            .map(|i| Pair::connected_srq(&mem, 10 * i + 1, EpAttr::default(), srq))
+            .collect()
+    }
+
+    /// B of `p` is offered a Send and finds no buffer (its peer now waits).
+    fn refused(p: &Pair) {
+        assert_eq!(
+            p.b.qp.rx_send(false, None, Payload::Bytes(b"no room!")),
+            RxSend::NoBuffer
+        );
+    }
+
+    fn post(srq: &SharedRq, p: &Pair, cookie: u64) {
+        let segs = p.b.segs(&p.mem, 64 * cookie, 64);
+        srq.post(recv_wr(cookie, segs)).unwrap();
+    }
+
+    /// Wakes B of `p` sent that A has not taken yet.
+    fn wakes(p: &Pair) -> usize {
+        p.b.wire
+            .queued()
+            .iter()
+            .filter(|m| matches!(m, Msg::Wake))
+            .count()
+    }
+
+    #[test]
+    fn srq_post_wakes_only_the_qps_that_found_it_empty() {
+        let (q, _up) = srq(16);
+        let ps = pairs(&q, 3);
+        refused(&ps[0]);
+        refused(&ps[2]);
+        post(&q, &ps[1], 1);
+        assert_eq!(ps.iter().map(wakes).collect::<Vec<_>>(), [1, 0, 1]);
+    }
+
+    #[test]
+    fn srq_waiting_qp_is_woken_once_however_often_it_found_it_empty() {
+        let (q, _up) = srq(16);
+        let ps = pairs(&q, 2);
+        for _ in 0..3 {
+            refused(&ps[0]);
+        }
+        post(&q, &ps[0], 1);
+        post(&q, &ps[0], 2);
+        assert_eq!(wakes(&ps[0]), 1, "one wake for one wait");
+        assert_eq!(wakes(&ps[1]), 0);
+        // Found empty again after the wake: listed again, woken by the next post.
+        let mut got = 0;
+        while q.take(ps[0].b.qp.id()).is_some() {
+            got += 1;
+        }
+        assert_eq!(got, 2);
+        refused(&ps[0]);
+        post(&q, &ps[0], 3);
+        assert_eq!(wakes(&ps[0]), 2);
+    }
+
+    #[test]
+    fn srq_detached_qp_is_not_woken() {
+        let (q, _up) = srq(16);
+        let ps = pairs(&q, 2);
+        refused(&ps[0]);
+        refused(&ps[1]);
+        q.detach(ps[0].b.qp.id());
+        assert_eq!(q.qp_count(), 1);
+        post(&q, &ps[1], 1);
+        assert_eq!((wakes(&ps[0]), wakes(&ps[1])), (0, 1));
+    }
+
+    #[test]
+    fn srq_woken_peer_that_loses_the_race_waits_for_the_next_post() {
+        // Two peers wait, one buffer is posted: both are woken, the first to come back takes
+        // it, the other is refused again and woken by the next post; every Send lands once.
+        let (q, _up) = srq(16);
+        let ps = pairs(&q, 2);
+        for (i, p) in ps.iter().enumerate() {
+            p.a.wire.script(&[crate::engine::port::TxOutcome::NotReady]);
+            let segs = p.a.segs(&p.mem, 0, 8);
+            p.a.qp
+                .post_send(send_wr(
+                    ReqOp::Send,
+                    100 + i as u64,
+                    segs,
+                    Default::default(),
+                ))
+                .unwrap();
+            refused(p);
+        }
+        post(&q, &ps[0], 1);
+        assert_eq!((wakes(&ps[0]), wakes(&ps[1])), (1, 1));
+        // Each woken A retransmits; deliver both Sends to their B ends.
+        for p in &ps {
+            assert_eq!(p.step_b().map(|d| d.1), Some(Delivered::Wake));
+        }
+        let first = ps[0].step_a().map(|d| d.1);
+        let second = ps[1].step_a().map(|d| d.1);
+        assert!(
+            matches!(first, Some(Delivered::Send(RxSend::Placed))),
+            "{first:?}"
+        );
+        assert_eq!(second, Some(Delivered::Send(RxSend::NoBuffer)));
+        post(&q, &ps[0], 2);
+        assert_eq!((wakes(&ps[0]), wakes(&ps[1])), (0, 1));
+        let recv: Vec<_> = ps
+            .iter()
+            .flat_map(|p| done_of(&p.b.up.take()))
+            .filter(|(cq, _, _)| *cq == CompletionQueue::Recv)
+            .collect();
+        assert_eq!(recv, [(CompletionQueue::Recv, 1, DtoStatus::Success)]);
     }
 }

@@ -325,7 +325,7 @@ impl Qp {
         let wr = match &self.srq {
             None => c.rq.pop_front(),
             Some(srq) => {
-                let wr = srq.take();
+                let wr = srq.take(self.id);
                 if let Some(w) = &wr {
                     self.srq_held
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
