@@ -151,6 +151,9 @@ pub(crate) struct Wire {
     script: Mutex<VecDeque<TxOutcome>>,
     /// Runs inside the next transmit, before it returns.
     hook: Mutex<Option<Hook>>,
+    /// Runs inside the next `wake_peer`, after the wake is queued (as loopback's peer sends
+    /// again inside it).
+    wake_hook: Mutex<Option<Hook>>,
     /// `hold` and `flush` calls, each with the number of messages logged before it.
     batches: Mutex<Vec<(Batch, usize)>>,
     /// Whether `transmit_inline` takes what it is offered (default: declines, as a link
@@ -177,6 +180,7 @@ impl Wire {
             queue: Mutex::default(),
             script: Mutex::default(),
             hook: Mutex::default(),
+            wake_hook: Mutex::default(),
             batches: Mutex::default(),
             takes_inline: AtomicBool::new(false),
             inline: Mutex::default(),
@@ -220,6 +224,11 @@ impl Wire {
     /// `f` runs inside the next transmit, before it returns its outcome.
     pub(crate) fn on_next_transmit(&self, f: impl FnOnce() + Send + 'static) {
         *self.hook.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// `f` runs inside the next `wake_peer`, after the wake is queued.
+    pub(crate) fn on_next_wake(&self, f: impl FnOnce() + Send + 'static) {
+        *self.wake_hook.lock().unwrap() = Some(Box::new(f));
     }
 
     /// Every message transmitted so far.
@@ -354,6 +363,10 @@ impl Connection for Wire {
 
     fn wake_peer(&self) {
         self.queue.lock().unwrap().push_back(Msg::Wake);
+        let hook = self.wake_hook.lock().unwrap().take();
+        if let Some(f) = hook {
+            f();
+        }
     }
 
     fn close(&self, broken: bool) {

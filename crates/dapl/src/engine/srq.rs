@@ -9,6 +9,7 @@
 //! nor visits QPs whose peers wait for nothing, however many share the queue. The list is
 //! reserved for every attached QP when it attaches, so listing never allocates either.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -91,14 +92,18 @@ impl SharedRq {
     /// room for the QP in the map and in the waiting list.)
     pub(crate) fn attach(&self, qp: &Arc<Qp>) {
         let mut c = self.lock();
-        let attached = Attached {
-            qp: Arc::downgrade(qp),
-            listed: false,
-        };
-        if c.qps.insert(qp.id(), attached).is_none() {
-            let n = c.qps.len();
-            let extra = n.saturating_sub(c.waiting.len());
-            c.waiting.reserve(extra);
+        match c.qps.entry(qp.id()) {
+            // Attached again: its place in the list (if it has one) stays, so it is never
+            // listed twice.
+            Entry::Occupied(mut e) => e.get_mut().qp = Arc::downgrade(qp),
+            Entry::Vacant(e) => {
+                e.insert(Attached {
+                    qp: Arc::downgrade(qp),
+                    listed: false,
+                });
+                let extra = c.qps.len().saturating_sub(c.waiting.len());
+                c.waiting.reserve(extra);
+            }
         }
     }
 
@@ -206,6 +211,13 @@ impl SharedRq {
         self.lock().qps.len()
     }
 
+    /// The waiting list: its length and its capacity.
+    #[cfg(test)]
+    fn waiting(&self) -> (usize, usize) {
+        let c = self.lock();
+        (c.waiting.len(), c.waiting.capacity())
+    }
+
     /// Changes the depth; `Err(posted)` if more are posted than fit.
     pub(crate) fn resize(&self, max: usize) -> Result<(), usize> {
         let mut c = self.lock();
@@ -253,7 +265,7 @@ mod tests {
 
     use super::{SharedRq, SrqUpcalls};
     use crate::engine::harness::{done_of, recv_wr, send_wr, Delivered, Msg, Pair};
-    use crate::engine::port::Payload;
+    use crate::engine::port::{Payload, TxOutcome};
     use crate::engine::qp::{CompletionQueue, ReqOp, RxSend};
     use crate::mem::MemTable;
     use crate::types::{DtoStatus, EpAttr};
@@ -303,19 +315,28 @@ mod tests {
     fn srq_post_wakes_only_the_qps_that_found_it_empty() {
         let (q, _up) = srq(16);
         let ps = pairs(&q, 3);
+        let (_, room) = q.waiting();
+        assert!(room >= 3, "room for every attached QP: {room}");
         refused(&ps[0]);
         refused(&ps[2]);
+        assert_eq!(q.waiting().0, 2);
         post(&q, &ps[1], 1);
         assert_eq!(ps.iter().map(wakes).collect::<Vec<_>>(), [1, 0, 1]);
+        assert_eq!(
+            q.waiting(),
+            (0, room),
+            "the list emptied, nothing allocated"
+        );
     }
 
     #[test]
-    fn srq_waiting_qp_is_woken_once_however_often_it_found_it_empty() {
+    fn srq_waiting_qp_is_listed_once_however_often_it_found_it_empty() {
         let (q, _up) = srq(16);
         let ps = pairs(&q, 2);
         for _ in 0..3 {
             refused(&ps[0]);
         }
+        assert_eq!(q.waiting().0, 1);
         post(&q, &ps[0], 1);
         post(&q, &ps[0], 2);
         assert_eq!(wakes(&ps[0]), 1, "one wake for one wait");
@@ -327,30 +348,64 @@ mod tests {
         }
         assert_eq!(got, 2);
         refused(&ps[0]);
+        assert_eq!(q.waiting().0, 1);
         post(&q, &ps[0], 3);
         assert_eq!(wakes(&ps[0]), 2);
     }
 
     #[test]
-    fn srq_detached_qp_is_not_woken() {
+    fn srq_attached_again_is_not_listed_twice() {
+        let (q, _up) = srq(16);
+        let ps = pairs(&q, 1);
+        refused(&ps[0]);
+        q.attach(&ps[0].b.qp);
+        refused(&ps[0]);
+        assert_eq!((q.qp_count(), q.waiting().0), (1, 1));
+    }
+
+    #[test]
+    fn srq_detached_qp_is_taken_off_the_list_and_not_woken() {
         let (q, _up) = srq(16);
         let ps = pairs(&q, 2);
         refused(&ps[0]);
         refused(&ps[1]);
         q.detach(ps[0].b.qp.id());
-        assert_eq!(q.qp_count(), 1);
+        assert_eq!((q.qp_count(), q.waiting().0), (1, 1));
         post(&q, &ps[1], 1);
         assert_eq!((wakes(&ps[0]), wakes(&ps[1])), (0, 1));
     }
 
     #[test]
+    fn srq_qp_listed_again_inside_its_wake_waits_for_the_next_post() {
+        // Loopback's peer sends again inside `wake_peer`: if another QP took the buffer, the
+        // QP is refused and listed again there. The post wakes it once, not over and over.
+        let (q, _up) = srq(16);
+        let ps = pairs(&q, 1);
+        refused(&ps[0]);
+        let b = ps[0].b.qp.clone();
+        let q2 = q.clone();
+        ps[0].b.wire.on_next_wake(move || {
+            assert!(q2.take(b.id()).is_some(), "another QP takes the buffer");
+            assert_eq!(
+                b.rx_send(false, None, Payload::Bytes(b"again!!!")),
+                RxSend::NoBuffer
+            );
+        });
+        post(&q, &ps[0], 1);
+        assert_eq!(wakes(&ps[0]), 1);
+        assert_eq!(q.waiting().0, 1, "listed again for the next post");
+        post(&q, &ps[0], 2);
+        assert_eq!(wakes(&ps[0]), 2);
+    }
+
+    #[test]
     fn srq_woken_peer_that_loses_the_race_waits_for_the_next_post() {
         // Two peers wait, one buffer is posted: both are woken, the first to come back takes
-        // it, the other is refused again and woken by the next post; every Send lands once.
+        // it, the other is refused again and woken by the next post; each Send lands once.
         let (q, _up) = srq(16);
         let ps = pairs(&q, 2);
         for (i, p) in ps.iter().enumerate() {
-            p.a.wire.script(&[crate::engine::port::TxOutcome::NotReady]);
+            p.a.wire.script(&[TxOutcome::NotReady]);
             let segs = p.a.segs(&p.mem, 0, 8);
             p.a.qp
                 .post_send(send_wr(
@@ -364,24 +419,36 @@ mod tests {
         }
         post(&q, &ps[0], 1);
         assert_eq!((wakes(&ps[0]), wakes(&ps[1])), (1, 1));
-        // Each woken A retransmits; deliver both Sends to their B ends.
+        // Each woken A transmits again; both Sends reach their B ends.
         for p in &ps {
             assert_eq!(p.step_b().map(|d| d.1), Some(Delivered::Wake));
         }
         let first = ps[0].step_a().map(|d| d.1);
         let second = ps[1].step_a().map(|d| d.1);
-        assert!(
-            matches!(first, Some(Delivered::Send(RxSend::Placed))),
-            "{first:?}"
-        );
+        assert_eq!(first, Some(Delivered::Send(RxSend::Placed)));
         assert_eq!(second, Some(Delivered::Send(RxSend::NoBuffer)));
         post(&q, &ps[0], 2);
         assert_eq!((wakes(&ps[0]), wakes(&ps[1])), (0, 1));
+        // The loser's Send goes again (as its link would) and takes the second buffer.
+        assert_eq!(
+            ps[1].b.qp.rx_send(false, None, Payload::Bytes(b"second!!")),
+            RxSend::Placed
+        );
         let recv: Vec<_> = ps
             .iter()
-            .flat_map(|p| done_of(&p.b.up.take()))
-            .filter(|(cq, _, _)| *cq == CompletionQueue::Recv)
+            .map(|p| {
+                done_of(&p.b.up.take())
+                    .into_iter()
+                    .filter(|(cq, _, _)| *cq == CompletionQueue::Recv)
+                    .collect::<Vec<_>>()
+            })
             .collect();
-        assert_eq!(recv, [(CompletionQueue::Recv, 1, DtoStatus::Success)]);
+        assert_eq!(
+            recv,
+            [
+                [(CompletionQueue::Recv, 1, DtoStatus::Success)],
+                [(CompletionQueue::Recv, 2, DtoStatus::Success)]
+            ]
+        );
     }
 }

@@ -315,6 +315,8 @@ impl Qp {
     /// with the peer waiting, while not connected yet (the accept is still settling).
     fn take_recv_connected(&self, c: &mut QpCore) -> Option<RecvWr> {
         if !Self::rx_connected(c) {
+            // Not listed on an SRQ: the accept's end wakes the peer (loopback's
+            // `wake_from_peer`), whatever a post would.
             c.peer_waiting = true;
             return None;
         }
