@@ -6,7 +6,7 @@
 //!   establishes it (the engine wraps the link's connection).
 //! - The tcp link's hand-off between its progress thread and a polling consumer
 //!   (docs/architecture.md, "Who makes progress"): [`handoff_state`] and
-//!   [`set_handoff_window`]; its coalescing of bursts of posts: [`tcp_bursts_held`],
+//!   [`set_handoff_window`], [`tcp_hot_looks`]; its coalescing of bursts of posts: [`tcp_bursts_held`],
 //!   [`tcp_bursts_written_late`].
 //! - The shm link's mapped library memory: [`shm_direct_copies`] counts the RDMA Writes and
 //!   Reads this process copied straight into or out of a peer's mapping, and
@@ -37,6 +37,12 @@ pub fn handoff_state(ia: &InterfaceAdapter) -> (bool, bool) {
 /// (4 ms unless set). Panics on another link.
 pub fn set_handoff_window(ia: &InterfaceAdapter, window: Duration) {
     ia.0.tcp_link().set_handoff_window(window);
+}
+
+/// For an IA on the tcp link: how many times its progress thread woke and found a consumer
+/// polling (each re-check of the hand-off window is one). Panics on another link.
+pub fn tcp_hot_looks(ia: &InterfaceAdapter) -> u64 {
+    ia.0.tcp_link().hot_looks()
 }
 
 /// For an IA on the tcp link: how many bursts of small posts it has held back and written

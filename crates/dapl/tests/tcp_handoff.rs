@@ -3,7 +3,7 @@
 //! `dapl::testing` probe of the link's state.
 use std::time::{Duration, Instant};
 
-use dapl::testing::{handoff_state, set_handoff_window};
+use dapl::testing::{handoff_state, set_handoff_window, tcp_hot_looks};
 use dapl::*;
 use dapl_testkit::kit::*;
 
@@ -119,6 +119,50 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
     });
     send(&b, &src, sent);
     // Not evd_wait or dequeue: they would read the socket themselves (query does not).
+    eventually("the progress thread handles the message", || {
+        a.recv_evd.query().unwrap().count == 1
+    });
+    let ev = a.recv_evd.dequeue().unwrap().expect("the message");
+    took(&a, &dst, ev, sent);
+    a.close();
+    b.close();
+}
+
+/// While a consumer keeps polling, the progress thread looks again later each time (twice as
+/// long, up to 8 windows), rather than once per window: each look is a wake-up that takes a
+/// CPU from the polling threads. Once the polls stop it still takes the connection back.
+#[test]
+fn progress_thread_looks_at_a_long_polling_consumer_less_and_less() {
+    let (a, b) = pair();
+    let src = b.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
+    let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
+    for i in 0..64u64 {
+        a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
+            .unwrap();
+    }
+    let window = Duration::from_millis(5);
+    set_handoff_window(&a.ia, window);
+    let (mut sent, mut got) = (0u64, 0u64);
+    poll_until_handed_over(&a, &b, (&src, &dst), (&mut sent, &mut got));
+    let polled = Duration::from_millis(400);
+    let looks_before = tcp_hot_looks(&a.ia);
+    let end = Instant::now() + polled;
+    while Instant::now() < end {
+        assert!(a.recv_evd.dequeue().unwrap().is_none());
+    }
+    let looks = tcp_hot_looks(&a.ia) - looks_before;
+    // One look per window would be 80; backing off to 8 windows, about 12 (plus a few the
+    // hand-over's last looks may add).
+    let per_window = (polled.as_millis() / window.as_millis()) as u64;
+    assert!(
+        looks <= per_window / 4,
+        "{looks} looks in {polled:?} of polls (one per window: {per_window})"
+    );
+    assert!(looks >= 1, "the thread must still look");
+    eventually("the progress thread takes the connection back", || {
+        state(&a) == (true, false)
+    });
+    send(&b, &src, sent);
     eventually("the progress thread handles the message", || {
         a.recv_evd.query().unwrap().count == 1
     });
