@@ -5,9 +5,9 @@
 //!   under a [`FaultPlan`] (drop, delay or cut what the endpoint transmits), whichever link
 //!   establishes it (the engine wraps the link's connection).
 //! - The tcp link's hand-off between its progress thread and a polling consumer
-//!   (docs/architecture.md, "Who makes progress"): [`handoff_state`] and
-//!   [`set_handoff_window`], [`tcp_hot_looks`]; its coalescing of bursts of posts: [`tcp_bursts_held`],
-//!   [`tcp_bursts_written_late`].
+//!   (docs/architecture.md, "Who makes progress"): [`handoff_state`],
+//!   [`set_handoff_window`] and [`tcp_hot_looks`]; its coalescing of bursts of posts:
+//!   [`tcp_bursts_held`], [`tcp_bursts_written_late`].
 //! - The shm link's mapped library memory: [`shm_direct_copies`] counts the RDMA Writes and
 //!   Reads this process copied straight into or out of a peer's mapping, and
 //!   [`shm_received_region_fds`] hands over the descriptors of peers' regions it received.
