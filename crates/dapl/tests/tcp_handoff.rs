@@ -62,6 +62,17 @@ fn poll_until_handed_over(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: (&mut u64, 
     );
 }
 
+/// `b`'s send slots and `a`'s receive slots (64 of 8 bytes each), every receive posted.
+fn buffers(a: &Side, b: &Side) -> (Lmr, Lmr) {
+    let src = b.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
+    let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
+    for i in 0..64u64 {
+        a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
+            .unwrap();
+    }
+    (src, dst)
+}
+
 /// After `a`'s polls stopped: its progress thread takes the connection back and handles
 /// message `n` from `b` by itself.
 fn taken_back_and_handled(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: u64) {
@@ -85,12 +96,7 @@ fn taken_back_and_handled(a: &Side, b: &Side, bufs: (&Lmr, &Lmr), n: u64) {
 fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back() {
     let (a, b) = pair();
     assert_eq!(state(&a), (true, false), "nobody polls yet");
-    let src = b.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
-    let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
-    for i in 0..64u64 {
-        a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
-            .unwrap();
-    }
+    let (src, dst) = buffers(&a, &b);
     // Long enough that only evd_wait can end it.
     set_handoff_window(&a.ia, Duration::from_secs(60));
     let (mut sent, mut got) = (0u64, 0u64);
@@ -141,12 +147,7 @@ fn progress_thread_leaves_connections_to_a_polling_consumer_and_takes_them_back(
 #[test]
 fn progress_thread_looks_at_a_long_polling_consumer_less_and_less() {
     let (a, b) = pair();
-    let src = b.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
-    let dst = a.pz.lmr_allocate(8 * 64, MemPriv::ALL).unwrap();
-    for i in 0..64u64 {
-        a.ep.post_recv(&[dst.triplet(i * 8, 8)], i, CompletionFlags::empty())
-            .unwrap();
-    }
+    let (src, dst) = buffers(&a, &b);
     let window = Duration::from_millis(5);
     set_handoff_window(&a.ia, window);
     let (mut sent, mut got) = (0u64, 0u64);
