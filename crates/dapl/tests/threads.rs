@@ -362,3 +362,30 @@ per_link!(
     threads_each_waiting_on_their_own_evds_of_one_ia_lose_no_message,
     |link| ping_pong_threads(link, 4, 5000)
 );
+
+/// A waiter that spun out its spin and sleeps on the EVD is woken by a push from another
+/// thread (a push notifies only a waiter asleep, not one spinning: the waiter must count as
+/// asleep before it sleeps). Without the wake-up the wait runs into its 10 s timeout.
+#[test]
+fn evd_wait_asleep_is_woken_by_a_push_from_another_thread() {
+    let (ia, _async_evd) = InterfaceAdapter::open("loopback", 8).unwrap();
+    let evd = ia.evd_create(8, None, EvdFlags::SOFTWARE).unwrap();
+    for round in 0..3u64 {
+        let start = std::time::Instant::now();
+        let got = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Long past the wait's 50 us spin.
+                std::thread::sleep(Duration::from_millis(20));
+                evd.post_se(round).unwrap();
+            });
+            evd.wait(Some(Duration::from_secs(10)), 1).unwrap()
+        });
+        let (ev, _) = got.expect("woken by the push, not timed out");
+        assert!(matches!(ev, Event::Software(v) if v == round), "{ev:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "round {round}: woken after {:?}",
+            start.elapsed()
+        );
+    }
+}
