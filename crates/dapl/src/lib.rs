@@ -141,6 +141,7 @@ pub mod ia;
 mod link;
 pub mod lmr;
 mod mem;
+pub mod pace;
 pub mod pz;
 pub mod rmr;
 pub mod sp;
