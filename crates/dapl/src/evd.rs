@@ -650,7 +650,9 @@ impl Evd {
                 // answer arriving within a round trip costs no thread switch.
                 spun = true;
                 drop(s);
-                let until = Instant::now() + WAIT_SPIN.min(wait_for);
+                let start = Instant::now();
+                let until = start + WAIT_SPIN.min(wait_for);
+                let (mut spins, mut last_yield) = (0u32, start);
                 s = loop {
                     let progressed = self.0.poll_progress();
                     let g = self.0.lock();
@@ -662,8 +664,11 @@ impl Evd {
                         break g;
                     }
                     drop(g);
-                    // Yield, not pause: the peer that must answer may share this CPU.
-                    std::thread::yield_now();
+                    // Yield (not pause) as this thread's pacer says: after every empty poll
+                    // while its yields let other threads run (the peer that must answer may
+                    // share this CPU), rarely while they find the CPU free (`pace`).
+                    spins = spins.wrapping_add(1);
+                    crate::pace::after_empty_poll(spins, &mut last_yield);
                 };
             }
             s.waiters -= 1;

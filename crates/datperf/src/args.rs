@@ -229,10 +229,8 @@ samples (each round has its own warm-up), bandwidth and rate report the median r
 
 COMPLETION MODE: by default latency is measured with busy polling (an evd_dequeue loop, as
 perftest polls its CQ; an empty evd_dequeue handles what the tcp link has received in the
-calling thread) and bandwidth and message rate with evd_wait. evd_wait spins up to 50 us before
-it sleeps, without yielding the CPU: measured on a loaded 2-core machine, when the benchmark
-threads share a CPU this made the send/recv ping-pong 66-70 us per half round trip with --event
-against 13-17 us with --poll (read latency 24 vs 20 us; see crates/datperf/README.md). The
+calling thread) and bandwidth and message rate with evd_wait. evd_wait polls up to 50 us before
+it sleeps, pacing its yields as the polling loop does (below). The
 polling loop calls sched_yield between empty polls while its yields let other threads run (the
 peer's thread and the link's progress threads: a self-contained run has two benchmark and two
 progress threads), and only every 16th empty poll once 64 yields in a row returned within 1 us
