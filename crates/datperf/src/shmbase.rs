@@ -64,10 +64,11 @@ const PAGE: usize = 4096;
 /// A buffer of `size` bytes filled with `fill`, starting on a page boundary, as the DAT side's
 /// buffers do (`lmr_allocate`): where a buffer starts changes what a copy costs here. With
 /// `malloc`'s alignment (16 bytes) the destination of a 64 KiB copy may be off a cache line
-/// by another amount than its source, and then glibc's `memcpy` (`rep movsb` from 2 KiB on)
-/// and the kernel's copy for `process_vm_readv` ran at 2.4 GB/s instead of 39-48 on this
-/// machine (2026-12-07, AMD EPYC, glibc 2.36): the floor read 2.7 GB/s at 64 KiB and
-/// the ratio 15x. Over-allocated by a page and sliced, with no `unsafe`.
+/// by another amount than its source, and then glibc's `memcpy` (`rep movsb` at these sizes:
+/// 38.6 GB/s with `glibc.cpu.x86_rep_movsb_threshold` raised) ran at 2.4 GB/s instead of
+/// 39-48, and the kernel's copy for `process_vm_readv` at 1.9-2.3 instead of 8-10, on this
+/// machine (2026-12-07, AMD EPYC, glibc 2.36): the 64 KiB rows read 14x. Over-allocated by
+/// a page and sliced, with no `unsafe`.
 fn page_aligned(size: usize, fill: u8) -> (Vec<u8>, usize) {
     let v = vec![fill; size + PAGE];
     let at = v.as_ptr().align_offset(PAGE);
