@@ -652,7 +652,7 @@ impl Evd {
                 drop(s);
                 let start = Instant::now();
                 let until = start + WAIT_SPIN.min(wait_for);
-                let (mut spins, mut last_yield) = (0u32, start);
+                let mut spin = crate::pace::Spin::new(start);
                 s = loop {
                     let progressed = self.0.poll_progress();
                     let g = self.0.lock();
@@ -667,8 +667,7 @@ impl Evd {
                     // Yield (not pause) as this thread's pacer says: after every empty poll
                     // while its yields let other threads run (the peer that must answer may
                     // share this CPU), rarely while they find the CPU free (`pace`).
-                    spins = spins.wrapping_add(1);
-                    crate::pace::after_empty_poll(spins, &mut last_yield);
+                    spin.after_empty_poll();
                 };
             }
             s.waiters -= 1;

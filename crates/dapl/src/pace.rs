@@ -2,8 +2,8 @@
 //!
 //! [`Evd::wait`](crate::Evd::wait) polls the link for a while before it sleeps, and a
 //! consumer that busy-polls [`Evd::dequeue`](crate::Evd::dequeue) (as `datperf` does) faces
-//! the same choice between empty polls: [`after_empty_poll`] makes it, with a [`Pacer`] per
-//! thread. `Evd::wait` yielded after every empty poll until 2026-12-07; pacing its spin put
+//! the same choice between empty polls: [`Spin::after_empty_poll`] makes it, with a [`Pacer`]
+//! per thread. `Evd::wait` yielded after every empty poll until 2026-12-07; pacing its spin put
 //! `datperf --link shm -t send -k lat --event` at 0.54 us per half round trip against 1.32
 //! (medians of eight runs alternating the two builds), and left the one-CPU runs (`taskset -c
 //! 0`, shm and tcp, latency and rate) where they were. The figures below are from datperf's
@@ -129,17 +129,40 @@ thread_local! {
     static PACER: Cell<Pacer> = const { Cell::new(Pacer::new()) };
 }
 
-/// Called after the `spins`-th empty poll of a wait (counting from 1): yields the CPU
-/// (`sched_yield`) if this thread's [`Pacer`] says so, and times the yield for it.
-/// `last_yield`: the end of the wait's last yield (or its start), updated here.
-pub fn after_empty_poll(spins: u32, last_yield: &mut Instant) {
-    let mut pacer = PACER.get();
-    if pacer.yields_after(spins, || last_yield.elapsed()) {
-        let t = Instant::now();
-        std::thread::yield_now();
-        *last_yield = Instant::now();
-        pacer.yielded(*last_yield - t, thread_switches);
-        PACER.set(pacer);
+/// One wait's spin: its empty polls so far and the end of its last yield, for this thread's
+/// [`Pacer`].
+#[derive(Clone, Copy, Debug)]
+pub struct Spin {
+    spins: u32,
+    last_yield: Instant,
+}
+
+impl Spin {
+    /// The spin of a wait that began at `start` (the caller's clock read, not another one).
+    pub fn new(start: Instant) -> Spin {
+        Spin {
+            spins: 0,
+            last_yield: start,
+        }
+    }
+
+    /// The empty polls so far (wrapping).
+    pub fn spins(&self) -> u32 {
+        self.spins
+    }
+
+    /// Called after each empty poll: yields the CPU (`sched_yield`) if this thread's [`Pacer`]
+    /// says so, and times the yield for it.
+    pub fn after_empty_poll(&mut self) {
+        self.spins = self.spins.wrapping_add(1);
+        let mut pacer = PACER.get();
+        if pacer.yields_after(self.spins, || self.last_yield.elapsed()) {
+            let t = Instant::now();
+            std::thread::yield_now();
+            self.last_yield = Instant::now();
+            pacer.yielded(self.last_yield - t, thread_switches);
+            PACER.set(pacer);
+        }
     }
 }
 
@@ -236,6 +259,26 @@ mod tests {
         p.yielded(Duration::from_nanos(300), || {
             panic!("read for a quick yield")
         });
+    }
+
+    #[test]
+    fn a_spin_counts_its_empty_polls_and_keeps_its_start_until_a_yield() {
+        let start = Instant::now() - Duration::from_secs(1);
+        let mut spin = Spin::new(start);
+        assert_eq!(spin.spins(), 0);
+        // A fresh thread's pacer yields after every empty poll, so the first moves the time
+        // of the last yield past the start.
+        std::thread::spawn(move || {
+            spin.after_empty_poll();
+            assert_eq!(spin.spins(), 1);
+            assert!(spin.last_yield > start + Duration::from_millis(500));
+            for _ in 0..9 {
+                spin.after_empty_poll();
+            }
+            assert_eq!(spin.spins(), 10);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

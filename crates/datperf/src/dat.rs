@@ -99,16 +99,13 @@ pub(crate) fn busy_poll<T, E>(
     mut check: impl FnMut(Instant) -> std::result::Result<(), E>,
 ) -> std::result::Result<T, E> {
     let start = Instant::now();
-    let mut spins: u32 = 0;
-    // The end of the last yield of this wait (spinning, a yield waits for a gap).
-    let mut last = start;
+    let mut spin = dapl::pace::Spin::new(start);
     loop {
         if let Some(v) = poll()? {
             return Ok(v);
         }
-        spins = spins.wrapping_add(1);
-        dapl::pace::after_empty_poll(spins, &mut last);
-        if spins % CHECK_EVERY == 0 {
+        spin.after_empty_poll();
+        if spin.spins() % CHECK_EVERY == 0 {
             check(start)?;
         }
     }
