@@ -91,9 +91,9 @@ const FINAL_COOKIE: u64 = u64::MAX;
 /// The busy-poll loop of every polling wait: DAT completions, memory polled for an RDMA write,
 /// and the raw TCP baseline when it polls (`raw.rs`), so that both sides of a measurement poll
 /// alike. Calls `poll` until it yields a value, with `sched_yield` between empty polls as the
-/// thread's pacer says (`dapl::pace`) (no PAUSE; see `CHECK_EVERY`), and every `CHECK_EVERY` empty polls
-/// `check` with the time the wait began, which ends the wait by returning an error (connection
-/// gone, stalled).
+/// thread's pacer says (`dapl::pace`; no PAUSE, see `CHECK_EVERY`), and every `CHECK_EVERY`
+/// empty polls `check` with the time the wait began, which ends the wait by returning an error
+/// (connection gone, stalled).
 pub(crate) fn busy_poll<T, E>(
     mut poll: impl FnMut() -> std::result::Result<Option<T>, E>,
     mut check: impl FnMut(Instant) -> std::result::Result<(), E>,
