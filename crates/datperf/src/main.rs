@@ -7,6 +7,7 @@ mod args;
 mod cpu;
 mod dat;
 mod info;
+mod pagebuf;
 mod pin;
 mod plot;
 mod raw;

@@ -21,6 +21,7 @@ use std::time::Instant;
 use crate::args::{MemKind, Op};
 use crate::cpu::{self, Cpu};
 use crate::dat::{Measured, Sample, WINDOW};
+use crate::pagebuf::PageBuf;
 use crate::pin::{self, Side};
 use crate::suite::{Kind, Measurement};
 
@@ -58,30 +59,14 @@ pub fn measure(m: &Measurement, mem: MemKind) -> std::io::Result<Measured> {
     Ok(Measured { sample, cpu })
 }
 
-/// Page alignment of the floors' buffers.
-const PAGE: usize = 4096;
-
-/// A buffer of `size` bytes filled with `fill`, starting on a page boundary, as the DAT side's
-/// buffers do (`lmr_allocate`): where a buffer starts changes what a copy costs here. With
-/// `malloc`'s alignment (16 bytes) the destination of a 64 KiB copy may be off a cache line
-/// by another amount than its source, and then glibc's `memcpy` (`rep movsb` at these sizes:
-/// 38.6 GB/s with `glibc.cpu.x86_rep_movsb_threshold` raised) ran at 2.4 GB/s instead of
-/// 39-48, and the kernel's copy for `process_vm_readv` at 1.9-2.3 instead of 8-10, on this
-/// machine (2026-12-07, AMD EPYC, glibc 2.36): the 64 KiB rows read 14x. Over-allocated by
-/// a page and sliced, with no `unsafe`.
-fn page_aligned(size: usize, fill: u8) -> (Vec<u8>, usize) {
-    let v = vec![fill; size + PAGE];
-    let at = v.as_ptr().align_offset(PAGE);
-    (v, at)
-}
-
 /// `memcpy` of `m.size` bytes between two page-aligned buffers of this process, `m.iters`
 /// times.
 fn memcpy(m: &Measurement) -> Sample {
     let size = m.size as usize;
-    let (src, s) = page_aligned(size, 0x5a);
-    let (mut dst, d) = page_aligned(size, 0);
-    let (src, dst) = (&src[s..s + size], &mut dst[d..d + size]);
+    // Page-aligned, as the DAT side's buffers are (`pagebuf`: with malloc's alignment these
+    // copies ran many times slower here).
+    let (src, mut dst) = (PageBuf::new(size, 0x5a), PageBuf::new(size, 0));
+    let (src, dst) = (&src[..], &mut dst[..]);
     let _pinned = pin::pin(Side::Client);
     let t = Instant::now();
     for _ in 0..m.iters {
@@ -154,9 +139,10 @@ fn ping_pong_once(m: &Measurement) -> Vec<f64> {
 fn copy(m: &Measurement) -> Sample {
     use nix::sys::uio::{process_vm_readv, RemoteIoVec};
     let size = m.size as usize;
-    let (src, s) = page_aligned(size, 0x5a);
-    let (mut dst, d) = page_aligned(size, 0);
-    let (src, dst) = (&src[s..s + size], &mut dst[d..d + size]);
+    // Page-aligned, as the DAT side's buffers are (`pagebuf`: with malloc's alignment these
+    // copies ran many times slower here).
+    let (src, mut dst) = (PageBuf::new(size, 0x5a), PageBuf::new(size, 0));
+    let (src, dst) = (&src[..], &mut dst[..]);
     let me = nix::unistd::getpid();
     let remote = [RemoteIoVec {
         base: src.as_ptr() as usize,
@@ -255,15 +241,5 @@ mod tests {
             panic!("rate");
         };
         assert_eq!(msgs, 1000);
-    }
-
-    #[test]
-    fn the_floors_buffers_start_on_a_page_boundary() {
-        for size in [1, 4096, 65536, 1 << 20] {
-            let (v, at) = page_aligned(size, 0x5a);
-            let b = &v[at..at + size];
-            assert_eq!(b.as_ptr() as usize % PAGE, 0, "{size} bytes");
-            assert!(b.iter().all(|&x| x == 0x5a));
-        }
     }
 }
