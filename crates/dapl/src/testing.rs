@@ -91,9 +91,9 @@ pub fn shm_direct_copies() -> u64 {
 }
 
 /// Posts this process's connections (any link) took straight from their poster
-/// (`Qp::transmit_inline`: a suppressed small Send, or an RDMA Read's request on tcp, that
-/// begins its poster's run on an idle QP; a suppressed RDMA Write copied into an shm peer's
-/// mapping), since it started.
+/// (`Qp::transmit_inline`, on an idle QP: on tcp a suppressed small Send or an RDMA Read's
+/// request that begins its poster's run; on shm a suppressed small Send, and a suppressed RDMA
+/// Write copied into the peer's mapping), since it started.
 pub fn inline_posts() -> u64 {
     crate::engine::qp::INLINE_POSTS.load(std::sync::atomic::Ordering::Relaxed)
 }

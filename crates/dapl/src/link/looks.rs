@@ -3,7 +3,7 @@
 //! that read the same value came from one thread with no look between them, so the second
 //! continues its poster's run. A ping-pong's every post begins a run (it follows the look that
 //! found the answer); a stream's posts continue one. The tcp link holds such runs back as
-//! bursts; the shm link writes only a run's first post straight into the ring.
+//! bursts and writes only a run's first post straight from its poster (`send_inline`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

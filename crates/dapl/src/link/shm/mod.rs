@@ -92,7 +92,7 @@ use crate::engine::port::{
 use crate::engine::qp::{
     place_at, PlaceFault, Qp, RecvWr, RxReadFault, RxResponse, RxTake, RxWriteFault,
 };
-use crate::link::looks::{looks, note_look};
+use crate::link::looks::note_look;
 use crate::link::mono_ns;
 use crate::link::spare_fd::SpareFd;
 use crate::mem::published;
@@ -1630,11 +1630,6 @@ pub(crate) struct ShmConn {
     /// Set with `Tx::held` by `transmit` and cleared by `sent_completed`, in the engine's
     /// transmitting thread: `sent_completed` takes the lock only when something was held.
     held_any: AtomicBool,
-    /// The poster's `looks()` at the last message transmitted: a post with the same mark
-    /// continues its poster's run (`transmit_inline`). Written under `tx`, read before it: a
-    /// post that continues a run is declined without the lock (the mark only chooses the way
-    /// a message goes, never whether it goes).
-    run_mark: AtomicU64,
     /// The peer's published table (read-only), if both IAs map library memory.
     peer_table: Option<Arc<RegionMemory>>,
     /// The peer endpoint's PZ, as its handshake said: what its table's entries must name.
@@ -1739,7 +1734,6 @@ impl ShmConn {
             peer_pulls: AtomicBool::new(pulls.peer_pulls),
             lending: AtomicBool::new(false),
             held_any: AtomicBool::new(false),
-            run_mark: AtomicU64::new(0),
             peer_table: peer_mem.table,
             peer_pz: peer_mem.pz,
             maps: Mutex::new(Maps {
@@ -2700,7 +2694,6 @@ impl ShmConn {
         if tx.closed || tx.close.is_some() {
             return TxOutcome::Broken;
         }
-        self.run_mark.store(looks(), Ordering::Relaxed);
         debug_assert!(tx.job.is_none(), "the engine waits for tx_drained");
         // What an earlier transmit held went out at its `sent_completed`: publishing now never
         // publishes a record whose completion is not queued yet.
@@ -2841,14 +2834,16 @@ impl Connection for ShmConn {
         self.transmit_as(msg, false)
     }
 
-    /// A small Send of one segment, written and published at once if the ring has room,
-    /// nothing of ours waits in the link (no job, nothing held, not closing), and the post
-    /// begins its poster's run (`looks`: the poster looked for completions since its last
-    /// post here, as a ping-pong's every post follows the look that found the answer). A post
-    /// that continues a run takes the engine's queue and turn as before: written inline, a
-    /// stream of Sends outran its consumer, filled the ring and left both ends waiting on
-    /// doorbells and the progress threads, and the 8-byte message rate fell from about 1.7
-    /// to 1.1 Mmsg/s (`datperf --link shm -t send -k rate`, 2026-11-27).
+    /// A small Send of one segment, written and published at once if the ring has room and
+    /// nothing of ours waits in the link (no job, nothing held, not closing): a ping-pong's
+    /// every message and a stream's too. Without room it is declined and queued, and the
+    /// engine's queue and turn take it and the posts behind it, as every other message.
+    /// Until 2026-12-07 only a post that began its poster's run (`looks`) was taken: on
+    /// 2026-11-27 a stream written inline outran its consumer and the message rate fell
+    /// (1.7 -> 1.1 Mmsg/s); on 2026-12-07, after the changes to waiting since, taking every
+    /// one put `datperf --link shm -t send -k rate` at 3.64-4.47 Mmsg/s against 1.60-3.51
+    /// (six runs alternating the two builds) and on one CPU (`taskset -c 0`) at 2.39-3.00
+    /// against 0.48-0.53 (four each). docs/architecture.md, "Posting and transmitting".
     fn takes_inline(&self) -> Inlines {
         // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`), which
         // places and completes it. Nor their responses, which this link's handler of a request
@@ -2872,15 +2867,8 @@ impl Connection for ShmConn {
                 _ => InlineOutcome::Declined,
             };
         }
-        let mark = looks();
-        if self.run_mark.load(Ordering::Relaxed) == mark {
-            return InlineOutcome::Declined; // continues its poster's run
-        }
         let mut tx = lock(&self.tx);
-        // A load and a store, not a swap: every write is under `tx`.
-        let continues = self.run_mark.load(Ordering::Relaxed) == mark;
-        self.run_mark.store(mark, Ordering::Relaxed);
-        if continues || tx.closed || tx.close.is_some() || tx.job.is_some() || tx.held {
+        if tx.closed || tx.close.is_some() || tx.job.is_some() || tx.held {
             return InlineOutcome::Declined;
         }
         match Self::push_small_send(&mut tx, msg) {
