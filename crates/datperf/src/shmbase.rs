@@ -59,13 +59,17 @@ pub fn measure(m: &Measurement, mem: MemKind) -> std::io::Result<Measured> {
     Ok(Measured { sample, cpu })
 }
 
+/// A copy floor's source (filled) and destination, page-aligned as the DAT side's buffers are
+/// (`pagebuf`: with malloc's alignment these copies ran many times slower here).
+fn copy_buffers(size: usize) -> (PageBuf, PageBuf) {
+    (PageBuf::new(size, 0x5a), PageBuf::new(size, 0))
+}
+
 /// `memcpy` of `m.size` bytes between two page-aligned buffers of this process, `m.iters`
 /// times.
 fn memcpy(m: &Measurement) -> Sample {
     let size = m.size as usize;
-    // Page-aligned, as the DAT side's buffers are (`pagebuf`: with malloc's alignment these
-    // copies ran many times slower here).
-    let (src, mut dst) = (PageBuf::new(size, 0x5a), PageBuf::new(size, 0));
+    let (src, mut dst) = copy_buffers(size);
     let (src, dst) = (&src[..], &mut dst[..]);
     let _pinned = pin::pin(Side::Client);
     let t = Instant::now();
@@ -139,9 +143,7 @@ fn ping_pong_once(m: &Measurement) -> Vec<f64> {
 fn copy(m: &Measurement) -> Sample {
     use nix::sys::uio::{process_vm_readv, RemoteIoVec};
     let size = m.size as usize;
-    // Page-aligned, as the DAT side's buffers are (`pagebuf`: with malloc's alignment these
-    // copies ran many times slower here).
-    let (src, mut dst) = (PageBuf::new(size, 0x5a), PageBuf::new(size, 0));
+    let (src, mut dst) = copy_buffers(size);
     let (src, dst) = (&src[..], &mut dst[..]);
     let me = nix::unistd::getpid();
     let remote = [RemoteIoVec {
