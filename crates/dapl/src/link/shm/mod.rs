@@ -2841,9 +2841,9 @@ impl Connection for ShmConn {
     /// Until 2026-12-07 only a post that began its poster's run (`looks`) was taken: on
     /// 2026-11-27 a stream written inline outran its consumer and the message rate fell
     /// (1.7 -> 1.1 Mmsg/s); on 2026-12-07, after the changes to waiting since, taking every
-    /// one put `datperf --link shm -t send -k rate` at 3.64-4.47 Mmsg/s against 1.60-3.51
-    /// (six runs alternating the two builds) and on one CPU (`taskset -c 0`) at 2.39-3.00
-    /// against 0.48-0.53 (four each). docs/architecture.md, "Posting and transmitting".
+    /// one put `datperf --link shm -t send -k rate` at 3.64-5.35 Mmsg/s against 1.60-3.51
+    /// (twelve runs alternating the two builds) and on one CPU (`taskset -c 0`) at 2.17-3.44
+    /// against 0.43-0.57 (ten each). docs/architecture.md, "Posting and transmitting".
     fn takes_inline(&self) -> Inlines {
         // Not Read Requests: a read of mapped memory is a copy in `transmit` (`direct`), which
         // places and completes it. Nor their responses, which this link's handler of a request
