@@ -175,8 +175,9 @@ const HOT: Duration = Duration::from_millis(4);
 /// the connections back up to that long after, not `HOT`.
 const HOT_BACKOFF: u32 = 3;
 
-/// How long the progress thread keeps polling (non-blocking `epoll_wait` and `sched_yield`)
-/// after it handled a connection, before it sleeps in `epoll_wait`: the next message of an
+/// How long the progress thread keeps polling (non-blocking `epoll_wait`, and `sched_yield` as
+/// [`crate::pace`] says) after it handled a connection, before it sleeps in `epoll_wait`: the
+/// next message of an
 /// exchange (an RDMA Read Request behind the last one's response, a Write behind the last
 /// Write) then finds it awake, as `evd_wait` spins before it sleeps. Waking a sleeping thread
 /// costs more than a round trip on small virtual machines.
@@ -765,9 +766,15 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
     let mut outer_skipped = 0u32;
     // Looks in a row that found a consumer polling (`HOT_BACKOFF`).
     let mut hot_looks = 0u32;
+    // The current spin's empty polls and yields, paced as a consumer's are (`dapl::pace`).
+    let mut spin = crate::pace::Spin::new(Instant::now());
     while !shared.stop.load(Ordering::SeqCst) {
         if idle_spin {
-            std::thread::yield_now();
+            // Yield after every empty poll while the yields let other threads run (a consumer
+            // spinning on memory on this CPU), rarely while they find the CPU free: then each
+            // empty spin is one system call, as a raw TCP responder's `recv` loop is, and a
+            // Read Request that arrives waits for less.
+            spin.after_empty_poll();
         }
         let mut timeout = if lock(&shared.timed).is_empty() {
             -1
@@ -807,6 +814,7 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
         let found = conns_first && shared.drain_conns(&mut conn_events);
         if found {
             spin_until = mono_ns() + SPIN.as_nanos() as u64;
+            spin = crate::pace::Spin::new(Instant::now());
             events.clear();
             idle_spin = false;
         } else if conns_first && outer_skipped < OUTER_SKIPS {
