@@ -3,8 +3,9 @@
 //! [`Evd::wait`](crate::Evd::wait) polls the link for a while before it sleeps, and a
 //! consumer that busy-polls [`Evd::dequeue`](crate::Evd::dequeue) (as `datperf` does) faces
 //! the same choice between empty polls: [`Spin::after_empty_poll`] makes it, with a [`Pacer`]
-//! per thread. So does the tcp link's progress thread while it spins after handling a
-//! connection (docs/architecture.md, "The tcp link"). `Evd::wait` yielded after every empty poll until 2026-12-07; pacing its spin put
+//! per thread. So do the tcp and shm links' progress threads while they spin after handling a
+//! connection (docs/architecture.md, "The tcp link", "The shm link").
+//! `Evd::wait` yielded after every empty poll until 2026-12-07; pacing its spin put
 //! `datperf --link shm -t send -k lat --event` at 0.54 us per half round trip against 1.32
 //! (medians of eight runs alternating the two builds), and left the one-CPU runs (`taskset -c
 //! 0`, shm and tcp, latency and rate) where they were. The figures below are from datperf's

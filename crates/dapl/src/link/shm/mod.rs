@@ -904,10 +904,12 @@ impl Shared {
 
     /// The progress thread polls every ring for `SPIN_NS` after the last record it found (the
     /// rings marked polled meanwhile, so producers skip the doorbell), or until a consumer
-    /// polls; then producers ring again.
+    /// polls; then producers ring again. Between empty looks it yields as [`crate::pace`]
+    /// says: after each while its yields let other threads run, rarely while it has its CPU.
     fn spin(&self) {
         let conns: Vec<Arc<ShmConn>> = lock(&self.conns).clone();
         let mut until = mono_ns() + SPIN_NS;
+        let mut spin = crate::pace::Spin::new(std::time::Instant::now());
         loop {
             let mut any = false;
             for c in &conns {
@@ -919,11 +921,14 @@ impl Shared {
             let now = mono_ns();
             if any {
                 until = now + SPIN_NS;
+                spin = crate::pace::Spin::new(std::time::Instant::now());
             }
             if now >= until || self.hot_until.load(Ordering::Relaxed) != 0 {
                 break;
             }
-            std::thread::yield_now();
+            if !any {
+                spin.after_empty_poll();
+            }
         }
         if !wake::still_open(&self.hot_until) {
             for c in &conns {
