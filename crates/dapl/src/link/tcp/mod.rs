@@ -177,10 +177,9 @@ const HOT_BACKOFF: u32 = 3;
 
 /// How long the progress thread keeps polling (non-blocking `epoll_wait`, and `sched_yield` as
 /// [`crate::pace`] says) after it handled a connection, before it sleeps in `epoll_wait`: the
-/// next message of an
-/// exchange (an RDMA Read Request behind the last one's response, a Write behind the last
-/// Write) then finds it awake, as `evd_wait` spins before it sleeps. Waking a sleeping thread
-/// costs more than a round trip on small virtual machines.
+/// next message of an exchange (an RDMA Read Request behind the last one's response, a Write
+/// behind the last Write) then finds it awake, as `evd_wait` spins before it sleeps. Waking a
+/// sleeping thread costs more than a round trip on small virtual machines.
 const SPIN: Duration = Duration::from_micros(50);
 
 thread_local! {
