@@ -921,7 +921,6 @@ impl Shared {
             let now = mono_ns();
             if any {
                 until = now + SPIN_NS;
-                spin = crate::pace::Spin::new(std::time::Instant::now());
             }
             if now >= until || self.hot_until.load(Ordering::Relaxed) != 0 {
                 break;

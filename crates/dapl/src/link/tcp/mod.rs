@@ -765,7 +765,8 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
     let mut outer_skipped = 0u32;
     // Looks in a row that found a consumer polling (`HOT_BACKOFF`).
     let mut hot_looks = 0u32;
-    // The current spin's empty polls and yields, paced as a consumer's are (`dapl::pace`).
+    // The spins' empty polls and their last yield, paced as a consumer's are (`dapl::pace`):
+    // one count for the thread's life, so finding a message reads no clock for it.
     let mut spin = crate::pace::Spin::new(Instant::now());
     while !shared.stop.load(Ordering::SeqCst) {
         if idle_spin {
@@ -813,7 +814,6 @@ fn progress(shared: Arc<Shared>, mut spare: SpareFd) {
         let found = conns_first && shared.drain_conns(&mut conn_events);
         if found {
             spin_until = mono_ns() + SPIN.as_nanos() as u64;
-            spin = crate::pace::Spin::new(Instant::now());
             events.clear();
             idle_spin = false;
         } else if conns_first && outer_skipped < OUTER_SKIPS {
