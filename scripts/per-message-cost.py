@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions and atomic read-modify-writes per message, from two callgrind runs.
 
-    scripts/per-message-cost.py [IA [MODE [N]]]      (defaults: shm suppress 20000)
+    scripts/per-message-cost.py [IA [MODE [N [SIZE]]]]      (defaults: shm suppress 20000 8)
 
 Builds `crates/dapl/examples/per_message.rs` (release), runs it under
 `valgrind --tool=callgrind --dump-instr=yes` for N and 2N messages, and divides the
@@ -69,6 +69,7 @@ def main():
     ia = sys.argv[1] if len(sys.argv) > 1 else "shm"
     mode = sys.argv[2] if len(sys.argv) > 2 else "suppress"
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 20000
+    size = sys.argv[4] if len(sys.argv) > 4 else "8"
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "dapl", "--example",
                     "per_message"], check=True)
     exe = "target/release/examples/per_message"
@@ -77,7 +78,7 @@ def main():
         for k in (n, 2 * n):
             out = f"{d}/cg.{k}"
             subprocess.run(["valgrind", "--tool=callgrind", "--dump-instr=yes",
-                            f"--callgrind-out-file={out}", exe, ia, str(k), mode],
+                            f"--callgrind-out-file={out}", exe, ia, str(k), mode, size],
                            check=True, capture_output=True)
             outs.append((out, parse(out, "per_message"), total(out)))
         dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe],
@@ -92,7 +93,7 @@ def main():
         if d:
             per_fn[f2.get(a) or f1.get(a)] += d
             rmw += d
-    print(f"per_message {ia} {mode}: {(t2 - t1) / n:.0f} instructions, "
+    print(f"per_message {ia} {mode} {size} B: {(t2 - t1) / n:.0f} instructions, "
           f"{rmw / n:.2f} atomic read-modify-writes per message")
     for f, v in per_fn.most_common():
         if v / n >= 0.05:

@@ -5,9 +5,11 @@
 //! `valgrind --tool=callgrind` the instructions of each function, the same from run to run.
 //! docs/architecture.md ("Where the time goes") says what it found.
 //!
-//! Run: `cargo run --release -p dapl --example per_message [-- IA [N [suppress|empty|stream|read]]]`
-//! (IA: default `loopback`, or `tcp`, `shm`; N messages, default 100000). It checks every
-//! message's bytes and cookies.
+//! Run: `cargo run --release -p dapl --example per_message [-- IA [N [MODE [SIZE]]]]`
+//! (IA: default `loopback`, or `tcp`, `shm`; N messages, default 100000; MODE `plain`,
+//! `suppress`, `empty`, `stream`, `read`; SIZE: the Sends' size in bytes for `plain` and
+//! `suppress`, 8 to 65536, default 8). It checks every message's cookies, length and first
+//! and last eight bytes.
 //! `suppress` posts the Sends with `SUPPRESS` and dequeues only the receive, as the
 //! ping-pong of `datperf` does: what is left is the work on a half round trip's path.
 //! `empty` only dequeues an EVD with nothing to come, `MESSAGES` times: the cost of one look
@@ -27,18 +29,31 @@ fn main() -> Res<()> {
         Some(s) => s.parse()?,
         None => 100_000,
     };
+    let size: usize = match std::env::args().nth(4) {
+        Some(s) => s.parse()?,
+        None => 8,
+    };
+    if !(8..=65536).contains(&size) {
+        return Err(format!("SIZE {size}: 8 to 65536 bytes").into());
+    }
     let (ia, _async_evd) = InterfaceAdapter::open(&ia_name(), 16)?;
     let pz = ia.pz_create()?;
     let (a, b) = (Side::new(&ia, &pz, None)?, Side::new(&ia, &pz, None)?);
-    let a_mem = pz.lmr_allocate(4096, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
+    let mem_len = size.max(4096);
+    let a_mem = pz.lmr_allocate(mem_len, MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE)?;
     let b_mem = pz.lmr_allocate(
-        4096,
+        mem_len,
         MemPriv::LOCAL_READ | MemPriv::LOCAL_WRITE | MemPriv::REMOTE_READ,
     )?;
     let (_, _psp) = connect(&a, &ia, &b, b"", b"")?;
-    let recv = [b_mem.slice(0..64)?];
-    let send = [a_mem.slice(0..8)?];
+    let recv = [b_mem.slice(0..size.max(64))?];
+    let send = [a_mem.slice(0..size)?];
     let mode = std::env::args().nth(3);
+    if let Some(m) = mode.as_deref() {
+        if !["plain", "suppress", "empty", "stream", "read"].contains(&m) {
+            return Err(format!("MODE {m}: plain, suppress, empty, stream or read").into());
+        }
+    }
     if mode.as_deref() == Some("empty") {
         return empty_polls(&b, n);
     }
@@ -55,9 +70,13 @@ fn main() -> Res<()> {
         CompletionFlags::empty()
     };
     let mut placed = [0u8; 8];
+    let last = size - 8;
     let start = std::time::Instant::now();
     for i in 0..n {
         a_mem.write(0, &i.to_le_bytes())?;
+        if last > 0 {
+            a_mem.write(last, &(!i).to_le_bytes())?;
+        }
         b.ep.post_recv(&recv, i, CompletionFlags::empty())?;
         a.ep.post_send(&send, i, send_flags)?;
         let got = loop {
@@ -76,12 +95,20 @@ fn main() -> Res<()> {
             sent.as_dto().ok_or("not a DTO completion")?.cookie
         };
         let got = got.as_dto().ok_or("not a DTO completion")?;
-        if (got.cookie, sent_cookie) != (Cookie(i), Cookie(i)) || got.transferred_length != 8 {
+        if (got.cookie, sent_cookie) != (Cookie(i), Cookie(i))
+            || got.transferred_length != size as u64
+        {
             return Err(format!("message {i}: {got:?} / {sent_cookie:?}").into());
         }
         b_mem.read(0, &mut placed)?;
         if placed != i.to_le_bytes() {
             return Err(format!("message {i}: wrong bytes").into());
+        }
+        if last > 0 {
+            b_mem.read(last, &mut placed)?;
+            if placed != (!i).to_le_bytes() {
+                return Err(format!("message {i}: wrong last bytes").into());
+            }
         }
     }
     let per = start.elapsed().as_nanos() / u128::from(n.max(1));
