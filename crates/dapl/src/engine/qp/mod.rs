@@ -34,7 +34,8 @@ use crate::types::{
 };
 
 pub(crate) use rx::{
-    place_at, PlaceFault, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault, RxWriteImmed,
+    place_at, place_from, PlaceFault, RxReadFault, RxResponse, RxSend, RxTake, RxWriteFault,
+    RxWriteImmed,
 };
 use tx::Inline;
 #[cfg(feature = "testing")]

@@ -3,6 +3,7 @@
 
 use super::{Qp, QpCore, ReadWork, RecvOp, RecvWr, SendWr};
 use crate::engine::port::{InlineOutcome, OutMsg, Payload};
+use crate::mem::region::RegionMemory;
 use crate::mem::{seg_span, InvalidateFault, RemoteFault, Seg};
 use crate::types::{DtoStatus, EpState, MemPriv};
 
@@ -554,6 +555,34 @@ pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> Result<(), Pla
     Ok(())
 }
 
+/// Copies the `len` bytes at `at` of `src` into the scatter list `dst` starting `offset`
+/// bytes into it, region to region: [`place_at`] for a link whose payload lies in memory of
+/// its own (the shm link's receive ring), without copying it out first. The caller has
+/// checked that `src` holds the range (else the copy is refused as `Revoked`).
+pub(crate) fn place_from(
+    src: &RegionMemory,
+    at: usize,
+    len: usize,
+    dst: &[Seg],
+    offset: u64,
+) -> Result<(), PlaceFault> {
+    debug_assert!(at.checked_add(len).is_some_and(|end| end <= src.len()));
+    let total: u64 = dst.iter().map(|s| s.len as u64).sum();
+    if offset.checked_add(len as u64).is_none_or(|end| end > total) {
+        return Err(PlaceFault::TooLong);
+    }
+    let mut from = at;
+    for (i, to, k) in seg_span(dst, offset, len) {
+        let d = &dst[i];
+        // The range is inside the segment (seg_span), so only revocation refuses it.
+        if !src.copy_to(from, &d.region, d.offset + to, k) {
+            return Err(PlaceFault::Revoked);
+        }
+        from += k;
+    }
+    Ok(())
+}
+
 /// Copies `src` into the scatter list `dst` in order: front segments full, at most one partial,
 /// the rest untouched. The caller has checked that `src` fits; false if a region (of `src` or
 /// `dst`) was revoked, where the copy stopped.
@@ -588,5 +617,89 @@ fn scatter(src: Payload<'_>, dst: &[Seg]) -> bool {
                 s.len,
             )
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn region(bytes: &[u8]) -> Arc<RegionMemory> {
+        let r = RegionMemory::allocate(bytes.len()).expect("memory");
+        assert!(r.copy_in(0, bytes));
+        Arc::new(r)
+    }
+
+    fn bytes_of(r: &RegionMemory) -> Vec<u8> {
+        let mut v = vec![0; r.len()];
+        assert!(r.copy_out(0, &mut v));
+        v
+    }
+
+    /// Two segments: 5 bytes at offset 3 of one region, 4000 at offset 8 of another.
+    fn sink() -> (Arc<RegionMemory>, Arc<RegionMemory>, Vec<Seg>) {
+        let (x, y) = (region(&[0xee; 16]), region(&[0xee; 4096]));
+        let segs = vec![
+            Seg {
+                region: x.clone(),
+                offset: 3,
+                len: 5,
+            },
+            Seg {
+                region: y.clone(),
+                offset: 8,
+                len: 4000,
+            },
+        ];
+        (x, y, segs)
+    }
+
+    #[test]
+    fn placement_from_a_region_lands_where_placement_of_the_same_bytes_does() {
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
+        let mut src_bytes = vec![0x55; 64];
+        src_bytes.extend_from_slice(&data);
+        let src = region(&src_bytes);
+        for offset in [0u64, 2, 5, 900] {
+            let (x1, y1, direct) = sink();
+            let (x2, y2, copied) = sink();
+            assert_eq!(place_from(&src, 64, data.len(), &direct, offset), Ok(()));
+            assert_eq!(place_at(&data, &copied, offset), Ok(()));
+            assert_eq!(bytes_of(&x1), bytes_of(&x2), "offset {offset}");
+            assert_eq!(bytes_of(&y1), bytes_of(&y2), "offset {offset}");
+            // Something moved, and nothing outside the segments.
+            assert_ne!(bytes_of(&y1), vec![0xee; 4096]);
+            assert_eq!(bytes_of(&x1)[..3], [0xee; 3]);
+            assert_eq!(bytes_of(&y1)[..8], [0xee; 8]);
+            assert_eq!(bytes_of(&y1)[4008..], [0xee; 88]);
+        }
+    }
+
+    #[test]
+    fn placement_from_a_region_that_does_not_fit_the_scatter_list_copies_nothing() {
+        let src = region(&[7; 4096]);
+        let (x, y, segs) = sink();
+        assert_eq!(
+            place_from(&src, 0, 4000, &segs, 6),
+            Err(PlaceFault::TooLong)
+        );
+        assert_eq!(bytes_of(&x), vec![0xee; 16]);
+        assert_eq!(bytes_of(&y), vec![0xee; 4096]);
+    }
+
+    #[test]
+    fn placement_from_a_region_stops_as_revoked_at_a_revoked_segment() {
+        let src = region(&[7; 4096]);
+        let (x, y, segs) = sink();
+        y.revoke();
+        assert_eq!(
+            place_from(&src, 0, 3000, &segs, 0),
+            Err(PlaceFault::Revoked)
+        );
+        // The segment before it was placed (as `place_at` does), nothing after.
+        let mut want = vec![0xee; 16];
+        want[3..8].fill(7);
+        assert_eq!(bytes_of(&x), want);
     }
 }
