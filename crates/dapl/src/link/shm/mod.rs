@@ -141,9 +141,11 @@ const HS_PULLS: u32 = 1;
 /// copied through the ring (measured here: 4 KiB is faster through the ring, 8 KiB by descriptor).
 const PULL_MIN: u64 = 8 << 10;
 
-/// Ring payloads from this size on are placed straight from the ring (`ShmConn::place`): from
-/// here on the region-to-region copy moves words without a buffer between.
+/// Ring payloads from this size on are placed straight from the ring
+/// (`ShmConn::place_direct`): from here on the region-to-region copy moves words without a
+/// buffer between (`RegionMemory::copy_to`).
 const DIRECT_PLACE_MIN: usize = 2048;
+
 /// How long a source range stays leased to a peer after its message was abandoned (the
 /// connection ended) while the peer may still be copying it out: until the peer has consumed
 /// the descriptor or hung up, at most this long.
