@@ -536,23 +536,9 @@ pub(crate) enum PlaceFault {
 
 /// Copies `bytes` into the scatter list `dst` starting `offset` bytes into it.
 pub(crate) fn place_at(bytes: &[u8], dst: &[Seg], offset: u64) -> Result<(), PlaceFault> {
-    let total: u64 = dst.iter().map(|s| s.len as u64).sum();
-    if offset
-        .checked_add(bytes.len() as u64)
-        .is_none_or(|end| end > total)
-    {
-        return Err(PlaceFault::TooLong);
-    }
-    let mut src = bytes;
-    for (i, at, k) in seg_span(dst, offset, bytes.len()) {
-        let d = &dst[i];
-        // The range is inside the segment (seg_span), so only revocation refuses it.
-        if !d.region.copy_in(d.offset + at, &src[..k]) {
-            return Err(PlaceFault::Revoked);
-        }
-        src = &src[k..];
-    }
-    Ok(())
+    place_with(bytes.len(), dst, offset, |d, to, from, k| {
+        d.region.copy_in(to, &bytes[from..from + k])
+    })
 }
 
 /// Copies the `len` bytes at `at` of `src` into the scatter list `dst` starting `offset`
@@ -567,15 +553,30 @@ pub(crate) fn place_from(
     offset: u64,
 ) -> Result<(), PlaceFault> {
     debug_assert!(at.checked_add(len).is_some_and(|end| end <= src.len()));
+    place_with(len, dst, offset, |d, to, from, k| {
+        src.copy_to(at + from, &d.region, to, k)
+    })
+}
+
+/// The placement of `len` bytes into `dst` from byte `offset` on, whatever holds them:
+/// `copy(segment, offset in its region, offset in the source, length)` copies one piece and
+/// returns false if it found the segment's region revoked. Nothing is copied if they do not
+/// fit.
+fn place_with(
+    len: usize,
+    dst: &[Seg],
+    offset: u64,
+    mut copy: impl FnMut(&Seg, usize, usize, usize) -> bool,
+) -> Result<(), PlaceFault> {
     let total: u64 = dst.iter().map(|s| s.len as u64).sum();
     if offset.checked_add(len as u64).is_none_or(|end| end > total) {
         return Err(PlaceFault::TooLong);
     }
-    let mut from = at;
-    for (i, to, k) in seg_span(dst, offset, len) {
+    let mut from = 0;
+    for (i, at, k) in seg_span(dst, offset, len) {
         let d = &dst[i];
         // The range is inside the segment (seg_span), so only revocation refuses it.
-        if !src.copy_to(from, &d.region, d.offset + to, k) {
+        if !copy(d, d.offset + at, from, k) {
             return Err(PlaceFault::Revoked);
         }
         from += k;
